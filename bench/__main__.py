@@ -1,0 +1,42 @@
+"""`python -m bench <command> ...`: one module per stage, each with `main(argv) -> int`."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# command -> "module:function"; each stage stays importable and testable on its own
+COMMANDS = {
+    "run": ("bench.launch:main", "compose an experiment and submit one job per framework"),
+    "status": ("bench.launch:status_main", "state of each job of an experiment"),
+    "validate": ("bench.validate:main", "pre-flight checks of an experiment"),
+    "render": ("runners.render:main", "write a framework's native launch"),
+    "ingest": ("runners.ingest:main", "native logs -> trace + metrics.json"),
+    "metrics": ("bench.metrics:main", "recompute a run directory's metrics.json"),
+    "flops": ("bench.flops:main", "FLOPs per token of a model"),
+    "cost": ("bench.cost:main", "$/GPU-hour and $/M tokens from TCO inputs"),
+    "emulate": ("bench.emulator.run:main", "emulate one framework on one experiment into a run dir"),
+    "report": ("bench.report:main", "comparison report from run directories"),
+    "reproduce": ("bench.reproduce:main", "recompute published figures"),
+    "testbed": ("bench.testbed:main", "local multi-node Slurm testbed: up | down | status"),
+}
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = ["usage: python -m bench <command> [args]", ""]
+    lines += [f"  {name:<{width}}  {doc}" for name, (_, doc) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in {"-h", "--help"} or argv[0] not in COMMANDS:
+        print(usage(), file=sys.stderr if argv and argv[0] not in {"-h", "--help"} else sys.stdout)
+        return 0 if not argv or argv[0] in {"-h", "--help"} else 2
+    module, func = COMMANDS[argv[0]][0].split(":")
+    return int(getattr(importlib.import_module(module), func)(argv[1:]) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

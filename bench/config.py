@@ -1,0 +1,288 @@
+"""Structured configs: the typed schema of every conf/ group, registered in Hydra's ConfigStore.
+
+Each YAML under conf/<group>/ names its schema in `defaults:` (e.g. `- /schema/model@_here_`),
+so a misspelled key or a wrong type fails at composition with Hydra's own error. Cross-field
+checks live in bench/validate.py; this module never mutates a config.
+
+Units are in the field names: `_gb` (1e9 bytes), `_tbps` (1e12 bytes/s), `_gbps` (1e9 bytes/s),
+`_flops` (FLOP/s), `_s` (seconds), `_usd`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+
+class Attention(str, Enum):
+    gqa = "gqa"
+    mla = "mla"
+
+
+@dataclass
+class ModelConf:
+    """Architecture facts from the model's config.json (source URL in each YAML)."""
+
+    name: str = MISSING  # Hugging Face repo id
+    layers: int = MISSING
+    hidden: int = MISSING
+    q_heads: int = MISSING
+    kv_heads: int = MISSING
+    head_dim: int = MISSING  # GQA head dim; for MLA, the v head dim
+    ffn_dense: int = 0  # intermediate size of dense MLP layers (0: no dense layers)
+    ffn_expert: int = 0  # intermediate size of one routed/shared expert (0: dense model)
+    routed_experts: int = 0
+    shared_experts: int = 0
+    top_k: int = 0
+    dense_layers: int = 0  # leading dense layers of an MoE model (all layers for a dense model)
+    vocab: int = MISSING
+    tied_embeddings: bool = False
+    attention: Attention = Attention.gqa
+    # MLA (DeepSeek-style) dimensions; 0 for GQA models
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    # DeepSeek Sparse Attention: keys attended per query (0 = dense attention)
+    dsa_topk: int = 0
+    max_context: int = MISSING  # max_position_embeddings
+    weight_bytes: float = 2.0  # BF16 training weights
+
+
+@dataclass
+class TCOConf:
+    """Total-cost-of-ownership inputs. SemiAnalysis's own values are paywalled: these are
+    documented, overridable defaults (sources in conf/hardware/*.yaml)."""
+
+    server_capex_usd: float = MISSING  # one server (all its GPUs), excluding networking
+    gpus_per_server: int = 8
+    networking_capex_frac: float = 0.15  # networking as a share of total capex
+    depreciation_years: float = 5.0
+    cost_of_capital: float = 0.10  # annual rate
+    power_usd_per_kwh: float = 0.08
+    pue: float = 1.3
+    colo_usd_per_kw_month: float = 150.0
+    server_power_kw: float = MISSING  # IT load of one server at typical utilisation
+    opex_other_usd_per_gpu_hour: float = 0.0  # support, software, staff
+
+
+@dataclass
+class HardwareConf:
+    name: str = MISSING
+    peak_bf16_flops: float = MISSING  # dense, no sparsity, FLOP/s per GPU
+    hbm_gb: float = MISSING
+    hbm_tbps: float = MISSING
+    tdp_w: float = MISSING
+    nvlink_gbps: float = MISSING  # unidirectional per GPU, GB/s
+    network_gbps: float = MISSING  # scale-out per GPU, GB/s (e.g. 400 Gb/s IB = 50 GB/s)
+    gpus_per_node: int = 8
+    tco: TCOConf = field(default_factory=TCOConf)
+
+
+class Algorithm(str, Enum):
+    grpo = "grpo"
+    gspo = "gspo"
+    dapo = "dapo"
+
+
+@dataclass
+class WorkloadConf:
+    """One RL job, framework-neutral. Counts: a prompt has `group_size` rollouts (samples)."""
+
+    name: str = MISSING
+    task: str = MISSING  # math | swe | ...
+    dataset: str = MISSING  # HF dataset id or path the frameworks read
+    algorithm: Algorithm = Algorithm.grpo
+    group_size: int = MISSING  # rollouts per prompt
+    prompts_per_step: int = MISSING  # prompts per trainer step
+    mini_batches_per_step: int = 1  # optimizer updates per step (PPO epochs split)
+    max_prompt_len: int = MISSING  # tokens
+    max_response_len: int = MISSING  # tokens, over all turns
+    staleness_budget: int = 0  # max policy versions a sample may lag (0 = on-policy)
+    steps: int = MISSING
+    lr: float = 1e-6
+    kl_coef: float = 0.0
+    temperature: float = 1.0
+    std_normalize: bool = True  # GRPO advantage divided by group std
+    # Load shape: what the emulator draws from, and what native runs are compared against
+    turns_mean: float = 1.0  # model turns per episode (multi-turn tool use > 1)
+    response_len_mean_frac: float = 0.35  # mean response / max_response_len
+    response_len_sigma: float = 0.8  # lognormal shape of the response-length tail
+    response_len_drift: float = 1.0  # mean length at the last step / at the first
+    prompt_len_mean: int = 256  # tokens
+    solve_rate_alpha: float = 1.0  # per-prompt solve rate ~ Beta(alpha, beta)
+    solve_rate_beta: float = 1.0
+    env_latency_mean_s: float = 0.0  # per turn: sandbox/tool execution
+    env_startup_s: float = 0.0  # per episode: sandbox start-up
+    env_latency_sigma: float = 1.0  # lognormal tail of env latency
+
+
+class Placement(str, Enum):
+    colocated = "colocated"  # trainer and generator time-share the same GPUs
+    disaggregated = "disaggregated"  # separate GPU pools
+
+
+@dataclass
+class TrainerParallelConf:
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    sharding: str = "fsdp"  # fsdp | megatron
+    offload_optimizer: bool = False
+    offload_params: bool = False
+    offload_activations: bool = False
+    micro_batch_tokens: int = 16384  # tokens per GPU per micro-batch (dynamic batching)
+
+
+@dataclass
+class GeneratorParallelConf:
+    tp: int = 1
+    ep: int = 1
+    dp: int = 1  # attention DP inside one engine
+    dtype_bytes: float = 2.0  # weights: 2 BF16, 1 FP8
+    kv_dtype_bytes: float = 2.0
+    max_concurrency: int = 1024  # per engine
+    gpu_memory_utilization: float = 0.85
+
+
+@dataclass
+class ExperimentConf:
+    name: str = MISSING
+    frameworks: list[str] = field(default_factory=lambda: ["verl", "slime", "prime_rl"])
+    placement: Placement = Placement.disaggregated
+    trainer_gpus: int = MISSING
+    generator_gpus: int = MISSING  # equals trainer_gpus when colocated
+    trainer: TrainerParallelConf = field(default_factory=TrainerParallelConf)
+    generator: GeneratorParallelConf = field(default_factory=GeneratorParallelConf)
+    oversampling: float = 1.0  # dispatched prompts / prompts a step needs
+    partial_rollout: bool = False
+    filter_zero_advantage: bool = False
+    seed: int = 0
+    notes: str = ""
+
+
+@dataclass
+class FrameworkConf:
+    """One framework at one pinned version. `_target_` is its runner class (runners/<name>.py)."""
+
+    _target_: str = MISSING
+    name: str = MISSING
+    version: str = MISSING
+    commit: str = ""  # source commit the version was read at
+    install: str = MISSING  # how a site installs it
+    container: str = ""  # container image a site would run
+    # The framework's own mode name for this run (e.g. verl "separate_async"); "auto" lets the
+    # runner pick from the experiment's placement, staleness budget and partial-rollout flag.
+    mode: str = "auto"
+    # Modes this version supports -> the emulator policy that models each (dotted path).
+    modes: dict[str, str] = field(default_factory=dict)
+    needs_ray: bool = False
+    native: dict[str, Any] = field(default_factory=dict)  # framework-only knobs, passed through
+
+
+class Executor(str, Enum):
+    local = "local"
+    slurm = "slurm"
+
+
+@dataclass
+class ContainerConf:
+    kind: str = "none"  # none | pyxis | apptainer
+    image: str = ""
+    mounts: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ClusterConf:
+    name: str = MISSING
+    executor: Executor = Executor.local
+    nodes: int = MISSING  # nodes available to one job
+    gpus_per_node: int = 8
+    gpu_type: str = ""  # GRES type, e.g. h100
+    partition: str = ""
+    account: str = ""
+    qos: str = ""
+    constraint: str = ""
+    time_min: int = 240
+    exclusive: bool = True
+    cpus_per_task: int = 0  # 0: let Slurm decide
+    container: ContainerConf = field(default_factory=ContainerConf)
+    setup: list[str] = field(default_factory=list)  # shell lines run before each job
+    slurm_conf: str = ""  # SLURM_CONF for a private cluster (the testbed)
+    results_dir: str = "results"
+
+
+@dataclass
+class EmulatorConf:
+    """Calibration inputs of the emulator: explicit, documented, never fitted silently."""
+
+    trainer_mfu: float = 0.35  # fraction of peak achieved in forward+backward
+    logprob_passes: int = 1  # extra forward passes (old policy; +1 with a reference model)
+    optimizer_s: float = 1.0  # optimizer step + misc per trainer step, seconds
+    decode_bw_eff: float = 0.6  # fraction of HBM bandwidth achieved in decode
+    prefill_mfu: float = 0.4  # fraction of peak in prefill
+    weight_sync_eff: float = 0.5  # fraction of link bandwidth achieved in weight broadcast
+    weight_sync_fixed_s: float = 1.0  # per-sync fixed cost (pause, reload, cache flush)
+    steady_skip_steps: int = 2
+
+
+@dataclass
+class BenchConf:
+    model: ModelConf = MISSING
+    hardware: HardwareConf = MISSING
+    workload: WorkloadConf = MISSING
+    framework: FrameworkConf = MISSING
+    cluster: ClusterConf = MISSING
+    experiment: ExperimentConf = MISSING
+    emulator: EmulatorConf = field(default_factory=EmulatorConf)
+    mode: str = "emulate"  # emulate | native
+    results_dir: str = "results"
+
+
+def register() -> None:
+    """Register every schema under `schema/<group>` (used in each YAML's defaults list)."""
+    cs = ConfigStore.instance()
+    cs.store(name="bench_schema", node=BenchConf)
+    for group, node in [
+        ("model", ModelConf),
+        ("hardware", HardwareConf),
+        ("workload", WorkloadConf),
+        ("framework", FrameworkConf),
+        ("cluster", ClusterConf),
+        ("experiment", ExperimentConf),
+        ("emulator", EmulatorConf),
+    ]:
+        cs.store(group="schema", name=group, node=node)
+
+
+register()
+
+
+def compose(overrides: list[str] | tuple[str, ...] = ()) -> Any:
+    """Compose conf/config.yaml with Hydra overrides (no job, no working-dir change).
+
+    Raises Hydra's own errors for unknown keys, wrong types and missing config files.
+    """
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    if GlobalHydra.instance().is_initialized():
+        GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=list(overrides))
+
+
+def for_framework(overrides: list[str] | tuple[str, ...], framework: str) -> Any:
+    """Compose the experiment for one framework (replacing any `framework=` override)."""
+    kept = [o for o in overrides if not o.startswith(("framework=", "+framework="))]
+    return compose([*kept, f"framework={framework}"])

@@ -1,0 +1,319 @@
+"""The trace contract: the run directory, steps.parquet, rollouts.parquet, manifest.json.
+
+Every stage speaks only through these files (../ARCHITECTURE.md, docs/trace.md): runners and
+the emulator write them, metrics and the report read them. Writes are atomic (temporary file
+in the same directory, then rename), so a reader never sees half a file and a crash never
+leaves a truncated one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+F64, I64, STR = pa.float64(), pa.int64(), pa.string()
+
+# steps.parquet: one row per trainer step; times in seconds, counts in samples/tokens.
+STEP_FIELDS: list[tuple[str, pa.DataType]] = [
+    ("step", I64),
+    ("t_start_s", F64),  # since the run's start
+    ("t_end_s", F64),
+    ("step_s", F64),  # wall time of the step
+    ("wait_s", F64),  # trainer idle, waiting for data
+    ("gen_s", F64),  # generation time attributed to the step (meaning per framework mode)
+    ("logprob_s", F64),  # old/ref log-prob forward passes
+    ("compute_s", F64),  # forward + backward + optimizer
+    ("sync_s", F64),  # weight sync trainer -> generator
+    ("samples", I64),  # rollouts trained on
+    ("prompts", I64),
+    ("prompt_tokens", I64),
+    ("response_tokens", I64),  # response tokens trained on
+    ("dispatched_samples", I64),
+    ("discarded_samples", I64),  # oversampling / staleness drops
+    ("filtered_samples", I64),  # zero-advantage groups dropped
+    ("generated_tokens", I64),  # response tokens generated (trained or not)
+    ("staleness_mean", F64),  # policy versions behind, over the step's samples
+    ("staleness_max", F64),
+    ("reward_mean", F64),
+    ("solve_all_frac", F64),  # groups where every rollout passed
+    ("solve_none_frac", F64),  # groups where every rollout failed
+]
+STEP_SCHEMA = pa.schema(STEP_FIELDS)
+
+ROLLOUT_STATUSES = ("used", "discarded", "aborted", "filtered", "resumed")
+ROLLOUT_FIELDS: list[tuple[str, pa.DataType]] = [
+    ("rollout_id", I64),
+    ("group_id", I64),
+    ("step_consumed", I64),  # null if never trained
+    ("policy_version_start", I64),
+    ("policy_version_end", I64),
+    ("t_dispatch_s", F64),
+    ("t_finish_s", F64),
+    ("prompt_tokens", I64),
+    ("response_tokens", I64),
+    ("turns", I64),
+    ("env_s", F64),
+    ("reward", F64),
+    ("status", STR),  # one of ROLLOUT_STATUSES
+]
+ROLLOUT_SCHEMA = pa.schema(ROLLOUT_FIELDS)
+
+GPU_FIELDS: list[tuple[str, pa.DataType]] = [
+    ("t_s", F64),
+    ("node", STR),
+    ("gpu", I64),
+    ("util_pct", F64),
+    ("mem_used_mb", F64),
+    ("power_w", F64),
+]
+GPU_SCHEMA = pa.schema(GPU_FIELDS)
+
+NATIVE_PREFIX = "native_"  # extra float64 columns: what the framework itself reported
+RUN_STATUSES = ("running", "completed", "failed", "partial")
+MODES = ("native", "emulated")
+
+
+class TraceError(ValueError):
+    """A trace file does not match the contract; the message names the file and column."""
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Every path of one run directory: results/<experiment>/<run_id>/."""
+
+    root: Path
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / "manifest.json"
+
+    @property
+    def launch(self) -> Path:
+        return self.root / "launch"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def trace(self) -> Path:
+        return self.root / "trace"
+
+    @property
+    def steps(self) -> Path:
+        return self.trace / "steps.parquet"
+
+    @property
+    def rollouts(self) -> Path:
+        return self.trace / "rollouts.parquet"
+
+    @property
+    def gpu(self) -> Path:
+        return self.trace / "gpu.parquet"
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics.json"
+
+    def make(self) -> RunPaths:
+        for d in (self.root, self.launch, self.logs, self.trace):
+            d.mkdir(parents=True, exist_ok=True)
+        return self
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path | str) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; rename it onto `path` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        tmp_path.unlink(missing_ok=True)
+
+
+def write_json(path: Path | str, obj: Any) -> None:
+    """Atomically write `obj` as indented JSON (NaN written as null)."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(_nan_to_none(obj), indent=2, sort_keys=False, default=str) + "\n")
+
+
+def _nan_to_none(obj: Any) -> Any:
+    if isinstance(obj, float) and obj != obj:
+        return None
+    if isinstance(obj, dict):
+        return {k: _nan_to_none(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_nan_to_none(v) for v in obj]
+    return obj
+
+
+def _schema_for(columns: list[str], base: pa.Schema, allow_native: bool) -> pa.Schema:
+    fields = list(base)
+    if allow_native:
+        fields += [pa.field(c, F64) for c in columns if c.startswith(NATIVE_PREFIX)]
+    return pa.schema(fields)
+
+
+def to_table(rows: list[dict[str, Any]] | Any, schema: pa.Schema, allow_native: bool = False) -> pa.Table:
+    """Rows (list of dicts or a DataFrame) -> a table of exactly `schema`; missing columns are null.
+
+    Unknown columns raise TraceError (a typo would otherwise vanish silently).
+    """
+    import pandas as pd
+
+    df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame.from_records(list(rows))
+    full = _schema_for(list(df.columns), schema, allow_native)
+    unknown = [c for c in df.columns if c not in full.names]
+    if unknown:
+        raise TraceError(f"unknown trace column(s) {unknown}; expected a subset of {full.names}")
+    arrays = []
+    for f in full:
+        if f.name in df.columns:
+            col = df[f.name]
+            try:
+                arrays.append(pa.array(col.astype(object).where(col.notna(), None), type=f.type))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
+                raise TraceError(f"column {f.name!r}: cannot convert to {f.type}: {e}") from e
+        else:
+            arrays.append(pa.nulls(len(df), type=f.type))
+    return pa.Table.from_arrays(arrays, schema=full)
+
+
+def write_steps(path: Path | str, rows: list[dict[str, Any]] | Any) -> None:
+    """Validate and atomically write steps.parquet."""
+    table = to_table(rows, STEP_SCHEMA, allow_native=True)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def write_rollouts(path: Path | str, rows: list[dict[str, Any]] | Any) -> None:
+    """Validate and atomically write rollouts.parquet (small traces; see RolloutWriter for large)."""
+    table = to_table(rows, ROLLOUT_SCHEMA)
+    _check_status(table, path)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+class RolloutWriter:
+    """Stream rollouts.parquet in row groups so a 500k-rollout run is never held whole.
+
+    Use as a context manager; the file appears (atomically) only when the block exits cleanly.
+    """
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        self._ctx = atomic_path(self.path)
+        self._writer: pq.ParquetWriter | None = None
+        self.rows = 0
+
+    def __enter__(self) -> RolloutWriter:
+        self._tmp = self._ctx.__enter__()
+        self._writer = pq.ParquetWriter(self._tmp, ROLLOUT_SCHEMA)
+        return self
+
+    def write(self, columns: dict[str, Any]) -> None:
+        """Append one row group given as column arrays (numpy or lists) of equal length."""
+        table = pa.Table.from_pydict(
+            {f.name: columns.get(f.name) for f in ROLLOUT_SCHEMA}
+            | {f.name: pa.nulls(_len(columns), f.type) for f in ROLLOUT_SCHEMA if f.name not in columns},
+            schema=ROLLOUT_SCHEMA,
+        )
+        self._writer.write_table(table)
+        self.rows += table.num_rows
+
+    def __exit__(self, *exc: Any) -> None:
+        self._writer.close()
+        self._ctx.__exit__(*exc)
+
+
+def _len(columns: dict[str, Any]) -> int:
+    return len(next(iter(columns.values())))
+
+
+def _check_status(table: pa.Table, path: Path | str) -> None:
+    bad = set(table.column("status").drop_null().unique().to_pylist()) - set(ROLLOUT_STATUSES)
+    if bad:
+        raise TraceError(f"{path}: column 'status' has {sorted(bad)}; expected one of {ROLLOUT_STATUSES}")
+
+
+def _read(path: Path | str, schema: pa.Schema, allow_native: bool, columns: list[str] | None = None):
+    path = Path(path)
+    if not path.exists():
+        raise TraceError(f"{path}: missing")
+    actual = pq.read_schema(path)
+    for f in schema:
+        if f.name not in actual.names:
+            raise TraceError(f"{path}: column {f.name!r} missing (type {f.type} expected)")
+        got = actual.field(f.name).type
+        if got != f.type and not (pa.types.is_null(got)):
+            raise TraceError(f"{path}: column {f.name!r} has type {got}; expected {f.type}")
+    extra = [n for n in actual.names if n not in schema.names]
+    for n in extra:
+        if not (allow_native and n.startswith(NATIVE_PREFIX)):
+            raise TraceError(f"{path}: unexpected column {n!r}")
+        if not pa.types.is_floating(actual.field(n).type):
+            raise TraceError(f"{path}: column {n!r} has type {actual.field(n).type}; expected double")
+    return pq.read_table(path, columns=columns).to_pandas()
+
+
+def read_steps(path: Path | str, columns: list[str] | None = None):
+    """Read steps.parquet as a DataFrame, validating every column name and type."""
+    return _read(path, STEP_SCHEMA, True, columns)
+
+
+def read_rollouts(path: Path | str, columns: list[str] | None = None):
+    """Read rollouts.parquet as a DataFrame (optionally only `columns`), validating the schema."""
+    return _read(path, ROLLOUT_SCHEMA, False, columns)
+
+
+def write_gpu(path: Path | str, rows: list[dict[str, Any]] | Any) -> None:
+    table = to_table(rows, GPU_SCHEMA)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def read_gpu(path: Path | str):
+    return _read(path, GPU_SCHEMA, False)
+
+
+MANIFEST_REQUIRED = ("experiment", "run_id", "framework", "framework_version", "mode", "status")
+
+
+def write_manifest(paths: RunPaths, manifest: dict[str, Any]) -> None:
+    """Validate and atomically write manifest.json (secrets must already be redacted)."""
+    missing = [k for k in MANIFEST_REQUIRED if k not in manifest]
+    if missing:
+        raise TraceError(f"{paths.manifest}: manifest keys missing: {missing}")
+    if manifest["mode"] not in MODES:
+        raise TraceError(f"{paths.manifest}: mode={manifest['mode']!r}; expected one of {MODES}")
+    if manifest["status"] not in RUN_STATUSES:
+        raise TraceError(f"{paths.manifest}: status={manifest['status']!r}; expected one of {RUN_STATUSES}")
+    write_json(paths.manifest, manifest)
+
+
+def read_manifest(paths: RunPaths) -> dict[str, Any]:
+    if not paths.manifest.exists():
+        raise TraceError(f"{paths.manifest}: missing")
+    return json.loads(paths.manifest.read_text())
+
+
+SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+
+
+def redact(env: dict[str, str]) -> dict[str, str]:
+    """Environment for manifests/command.json: values of secret-looking names become '<redacted>'."""
+    return {k: ("<redacted>" if any(m in k.upper() for m in SECRET_MARKERS) else v) for k, v in env.items()}
