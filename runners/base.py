@@ -104,6 +104,11 @@ class Runner:
         """Translate a composed BenchConf (workload, experiment, cluster, framework) into a Launch."""
         raise NotImplementedError
 
+    def resolve_mode(self, cfg: Any) -> str:
+        """The framework's native mode for this run: cfg.framework.mode, or the runner's choice
+        from placement / staleness budget / partial rollout when it is "auto"."""
+        raise NotImplementedError
+
     def validate(self, cfg: Any) -> list[str]:
         """Framework-specific pre-flight problems, one message per problem (key, value, expected)."""
         return []
