@@ -31,6 +31,7 @@ class ModelConf:
     """Architecture facts from the model's config.json (source URL in each YAML)."""
 
     name: str = MISSING  # Hugging Face repo id
+    model_type: str = MISSING  # config.json model_type: qwen3 | qwen3_moe | glm4_moe | glm_moe_dsa
     layers: int = MISSING
     hidden: int = MISSING
     q_heads: int = MISSING
@@ -53,6 +54,8 @@ class ModelConf:
     v_head_dim: int = 0
     # DeepSeek Sparse Attention: keys attended per query (0 = dense attention)
     dsa_topk: int = 0
+    dsa_index_heads: int = 0  # DSA indexer heads and head dim (its scoring is real compute)
+    dsa_index_dim: int = 0
     max_context: int = MISSING  # max_position_embeddings
     weight_bytes: float = 2.0  # BF16 training weights
 
