@@ -1,0 +1,98 @@
+"""`python -m bench reproduce`: recompute every published figure in conf/published/ and compare.
+
+    python -m bench reproduce [published=NAME[,NAME]] [--data-root DIR] [--strict] [--out DIR]
+
+Prints one table (case, figure, published, ours, error %, tolerance, status, ours from) and
+writes it to DIR (default reports/reproduce/) as index.html, reproduce.md and reproduce.csv.
+With --strict, exits 1 when any figure is out of tolerance or could not be computed (error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from bench.reproduce import sources, table
+from bench.reproduce.spec import PUBLISHED_DIR, SpecError, load_cases
+
+REPO = Path(__file__).resolve().parents[2]
+# CI and developers keep the SemiAnalysis opd-benchmark files beside the checkout.
+DEFAULT_DATA_ROOT = REPO.parent / "shared" / "fixtures" / "opd-benchmark"
+
+
+def run(
+    names: list[str] | None = None,
+    data_root: Path | str = DEFAULT_DATA_ROOT,
+    out: Path | str = "reports/reproduce",
+    published_dir: Path | str = PUBLISHED_DIR,
+) -> list[table.Row]:
+    """Evaluate the named cases (all when empty), write the table into `out`, return the rows."""
+    cases = load_cases(names, published_dir)
+    ctx = sources.Context(data_root=Path(data_root), work_dir=Path(out) / "runs")
+    rows = table.evaluate(cases, ctx)
+    table.write(rows, cases, out)
+    return rows
+
+
+def print_table(rows: list[table.Row]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    style = {"pass": "green", "fail": "red", "pending": "yellow", "n/a": "dim", "error": "magenta"}
+    t = Table(title="Published figures, reproduced", show_lines=False)
+    for col, just in [
+        ("case", "left"),
+        ("figure", "left"),
+        ("published", "right"),
+        ("ours", "right"),
+        ("error", "right"),
+        ("tol", "right"),
+        ("status", "left"),
+        ("ours from", "left"),
+    ]:
+        t.add_column(col, justify=just)
+    for r in rows:
+        t.add_row(
+            r.case,
+            f"{r.figure} ({r.unit})" if r.unit else r.figure,
+            table.fmt(r.published),
+            table.fmt(r.ours),
+            table.fmt_err(r.error_pct),
+            f"±{r.tolerance_pct:g}%",
+            f"[{style[r.status]}]{r.status}[/]",
+            r.ours_from,
+        )
+    console = Console(width=160)
+    console.print(t)
+    for r in rows:
+        if r.status != "pass" and r.note:
+            console.print(f"[{style[r.status]}]{r.case}/{r.figure_id}[/]: {r.note}", highlight=False)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench reproduce", description=__doc__.split("\n")[0])
+    ap.add_argument("selection", nargs="*", help="published=NAME[,NAME] (files in conf/published/)")
+    ap.add_argument(
+        "--data-root",
+        type=Path,
+        default=DEFAULT_DATA_ROOT,
+        help="checkout of SemiAnalysisAI/opd-benchmark (default: %(default)s)",
+    )
+    ap.add_argument("--out", type=Path, default=Path("reports/reproduce"))
+    ap.add_argument("--strict", action="store_true", help="exit 1 if any figure fails or errors")
+    args = ap.parse_args(argv)
+    names: list[str] = []
+    for item in args.selection:
+        if not item.startswith("published="):
+            ap.error(f"unexpected argument {item!r}; expected published=NAME[,NAME]")
+        names += [n for n in item.split("=", 1)[1].split(",") if n]
+    try:
+        rows = run(names, args.data_root, args.out)
+    except SpecError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print_table(rows)
+    print(f"{table._summary_line(rows)}; written to {args.out}/index.html and reproduce.md")
+    bad = [r for r in rows if r.status in ("fail", "error")]
+    return 1 if args.strict and bad else 0

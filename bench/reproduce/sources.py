@@ -1,0 +1,223 @@
+"""The fixed set of ways to compute "ours" for a published figure (`compute.source` in data).
+
+- `opd_logs`:   an opd-benchmark run folder, parsed by the suite's runner (bench/reproduce/opd_logs.py)
+- `emulate`:    one emulated run of a composed experiment; a metrics.json key
+- `speedup`:    the ratio of one metric between two emulated runs (baseline / candidate)
+- `arithmetic`: a small expression tree over numbers and the case's named inputs (no string eval)
+- `cost`:       bench.cost functions (TCO -> $/GPU-hour; Tinker-equivalent $/M tokens)
+- `none`:       cannot be reproduced; `reason` says why
+
+A source returns an Outcome; a dependency that is not installed yet gives status "pending".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.reproduce.spec import Case, Figure, SpecError
+
+
+class Pending(Exception):
+    """A dependency (another stage of the suite) is not available yet; the message says which."""
+
+
+class NotReproducible(Exception):
+    """The figure cannot be computed from the inputs at hand; the message says why."""
+
+
+@dataclass
+class Outcome:
+    value: float | None  # in the unit the metric natively uses (fractions, seconds, ...)
+    used: str = ""  # what the number was computed from, for the report
+    checks: list[str] = field(default_factory=list)  # warnings to show beside the row
+
+
+@dataclass
+class Context:
+    """What sources may use: where raw data lives, where to write run dirs, shared caches."""
+
+    data_root: Path
+    work_dir: Path  # reports/reproduce/runs: ingested and emulated run directories
+    cache: dict[Any, Any] = field(default_factory=dict)
+
+
+def import_dep(module: str, what: str) -> Any:
+    """Import a module of another stage; raise Pending naming it when it is not there yet."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name and (module == e.name or module.startswith(e.name + ".")):
+            raise Pending(f"pending: {what} ({module})") from e
+        raise
+
+
+# ---- arithmetic -------------------------------------------------------------------------------
+
+ARITH_OPS: dict[str, Callable[[list[float]], float]] = {
+    "ratio": lambda a: a[0] / a[1],
+    "product": math.prod,
+    "sum": math.fsum,
+    "difference": lambda a: a[0] - a[1],
+    "complement": lambda a: 1.0 - a[0],  # 1 - x, e.g. busy fraction from an idle fraction
+    "reciprocal": lambda a: 1.0 / a[0],
+}
+ARITH_ARITY = {"ratio": 2, "difference": 2, "complement": 1, "reciprocal": 1}
+
+
+def evaluate(node: Any, inputs: dict[str, float], where: str) -> float:
+    """Evaluate {op, args} where each arg is a number, an input name, or another {op, args}."""
+    if isinstance(node, bool):
+        raise SpecError(f"{where}: {node!r} is not a number")
+    if isinstance(node, int | float):
+        return float(node)
+    if isinstance(node, str):
+        if node not in inputs:
+            raise SpecError(f"{where}: input {node!r} not declared; the case's inputs are {sorted(inputs)}")
+        return inputs[node]
+    if not isinstance(node, dict) or "op" not in node or "args" not in node:
+        raise SpecError(f"{where}: expected a number, an input name or {{op, args}}, got {node!r}")
+    op = node["op"]
+    if op not in ARITH_OPS:
+        raise SpecError(f"{where}: op {op!r} unknown; expected one of {sorted(ARITH_OPS)}")
+    args = [evaluate(a, inputs, where) for a in node["args"]]
+    if op in ARITH_ARITY and len(args) != ARITH_ARITY[op]:
+        raise SpecError(f"{where}: op {op!r} takes {ARITH_ARITY[op]} argument(s), got {len(args)}")
+    return ARITH_OPS[op](args)
+
+
+def _arithmetic(case: Case, fig: Figure, ctx: Context) -> Outcome:
+    where = f"{case.path}: figure {fig.id!r}: compute"
+    inputs = {k: v.value for k, v in case.inputs.items()}
+    value = evaluate({"op": fig.compute.get("op"), "args": fig.compute.get("args", [])}, inputs, where)
+    return Outcome(value, used="arithmetic on the case's inputs")
+
+
+# ---- cost ---------------------------------------------------------------------------------------
+
+
+def _cost(case: Case, fig: Figure, ctx: Context) -> Outcome:
+    c = fig.compute
+    where = f"{case.path}: figure {fig.id!r}: compute"
+    cost = import_dep("bench.cost", "bench.cost")
+    fn = c.get("function")
+    if fn == "gpu_hour_usd":
+        from bench.config import compose
+
+        hw_name = c.get("hardware")
+        if not hw_name:
+            raise SpecError(f"{where}: key 'hardware' missing (a conf/hardware name)")
+        hw = compose([f"hardware={hw_name}", *c.get("overrides", [])]).hardware
+        result = cost.gpu_hour_usd(hw)
+        used = f"conf/hardware/{hw_name}.yaml TCO inputs"
+    elif fn == "tinker_price_per_mtok":
+        inputs = {k: v.value for k, v in case.inputs.items()}
+        toks = {
+            k: evaluate(c.get(k), inputs, f"{where}.{k}")
+            for k in ("prompt_tokens", "response_tokens", "trained_tokens")
+        }
+        result = cost.tinker_price_per_mtok(c.get("model"), **{k: int(round(v)) for k, v in toks.items()})
+        if result is None:
+            raise NotReproducible(f"bench.cost has no Tinker price for {c.get('model')!r}")
+        used = f"Tinker prices for {c.get('model')}; tokens {toks}"
+    else:
+        raise SpecError(f"{where}: function={fn!r}; expected gpu_hour_usd or tinker_price_per_mtok")
+    key = c.get("key")
+    if key is None:
+        return Outcome(float(result), used=used)
+    if not isinstance(result, dict) or key not in result:
+        raise SpecError(f"{where}: key={key!r} not in bench.cost.{fn}() result {result!r}")
+    return Outcome(float(result[key]), used=used)
+
+
+# ---- emulation ----------------------------------------------------------------------------------
+
+
+def emulated_metrics(overrides: list[str], ctx: Context) -> dict[str, Any]:
+    """metrics.json of one emulated run of `overrides` (composed once per session, cached)."""
+    key = ("emulate", tuple(overrides))
+    if key not in ctx.cache:
+        run = import_dep("bench.emulator.run", "the emulator")
+        from bench.config import compose
+
+        cfg = compose(list(overrides))
+        digest = hashlib.sha1("\0".join(overrides).encode()).hexdigest()[:10]
+        run_dir = ctx.work_dir / "emulated" / f"{cfg.experiment.name}-{cfg.framework.name}-{digest}"
+        paths = run.emulate(cfg, run_dir)
+        metrics_path = Path(getattr(paths, "metrics", Path(run_dir) / "metrics.json"))
+        ctx.cache[key] = json.loads(metrics_path.read_text())
+    return ctx.cache[key]
+
+
+def _metric(metrics: dict[str, Any], name: str, where: str) -> float:
+    if name not in metrics:
+        raise SpecError(f"{where}: metric {name!r} not in metrics.json; keys: {sorted(metrics)}")
+    if metrics[name] is None:
+        reason = (metrics.get("missing") or {}).get(name, "no reason given")
+        raise NotReproducible(f"the emulated run has no {name}: {reason}")
+    return float(metrics[name])
+
+
+def _emulate(case: Case, fig: Figure, ctx: Context) -> Outcome:
+    where = f"{case.path}: figure {fig.id!r}: compute"
+    overrides = fig.compute.get("overrides")
+    if not isinstance(overrides, list):
+        raise SpecError(f"{where}: key 'overrides' must be a list of Hydra overrides")
+    m = emulated_metrics(overrides, ctx)
+    return Outcome(_metric(m, fig.compute.get("metric", ""), where), used="emulated: " + " ".join(overrides))
+
+
+def _speedup(case: Case, fig: Figure, ctx: Context) -> Outcome:
+    """baseline.metric / candidate.metric: a wall-time speed-up when metric is wall_s (the default)."""
+    c = fig.compute
+    where = f"{case.path}: figure {fig.id!r}: compute"
+    common = list(c.get("overrides", []))
+    for k in ("baseline", "candidate"):
+        if not isinstance(c.get(k), list):
+            raise SpecError(f"{where}: key {k!r} must be a list of Hydra overrides")
+    metric = c.get("metric", "wall_s")
+    base = _metric(emulated_metrics(common + c["baseline"], ctx), metric, where)
+    cand = _metric(emulated_metrics(common + c["candidate"], ctx), metric, where)
+    if c.get("higher_is_better", False):
+        base, cand = cand, base
+    return Outcome(
+        base / cand,
+        used=f"emulated {metric}: [{' '.join(c['baseline'])}] / [{' '.join(c['candidate'])}]",
+    )
+
+
+def _none(case: Case, fig: Figure, ctx: Context) -> Outcome:
+    raise NotReproducible(fig.compute.get("reason") or "no computation given")
+
+
+def _opd_logs(case: Case, fig: Figure, ctx: Context) -> Outcome:
+    from bench.reproduce import opd_logs
+
+    return opd_logs.compute(fig, ctx, f"{case.path}: figure {fig.id!r}: compute")
+
+
+SOURCES: dict[str, tuple[Callable[[Case, Figure, Context], Outcome], str]] = {
+    # source -> (function, how ours was obtained: the table's "ours from" column)
+    "opd_logs": (_opd_logs, "raw logs"),
+    "emulate": (_emulate, "emulated"),
+    "speedup": (_speedup, "emulated"),
+    "arithmetic": (_arithmetic, "computed"),
+    "cost": (_cost, "computed"),
+    "none": (_none, "-"),
+}
+
+
+def compute(case: Case, fig: Figure, ctx: Context) -> Outcome:
+    """Dispatch on fig.compute['source']; raises Pending / NotReproducible / SpecError."""
+    source = fig.compute.get("source")
+    if source not in SOURCES:
+        raise SpecError(
+            f"{case.path}: figure {fig.id!r}: compute.source={source!r}; expected one of {sorted(SOURCES)}"
+        )
+    return SOURCES[source][0](case, fig, ctx)

@@ -1,0 +1,193 @@
+"""Published figures as data: the schema of conf/published/*.yaml and its loader.
+
+One YAML file is one case: a publication (or one consistent part of it), the inputs it uses, and
+the figures it predicts. Each figure names a computation kind (`compute.source`) from the fixed
+set in bench/reproduce/sources.py, so adding a figure is adding data, never code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.config import CONF_DIR
+
+PUBLISHED_DIR = CONF_DIR / "published"
+OURS_KINDS = ("raw logs", "emulated", "computed")
+UNITS_PERCENT = ("%",)  # ours (a fraction) is shown x100 for these units
+
+
+class SpecError(ValueError):
+    """A conf/published file is malformed; the message names the file, figure and key."""
+
+
+@dataclass(frozen=True)
+class Input:
+    """A number a case takes as given (published elsewhere, or an explicit assumption)."""
+
+    name: str
+    value: float
+    unit: str = ""
+    source: str = ""  # URL, or "assumption: why"
+
+
+@dataclass(frozen=True)
+class Figure:
+    id: str
+    figure: str  # what was measured, in words
+    unit: str
+    compute: dict[str, Any]  # {source: <kind>, ...kind-specific keys}
+    published: float | None = None  # None: read from `report_cell` at run time
+    report_cell: dict[str, str] | None = None  # {table, row, column} of the benchmark's REPORT.md
+    tolerance_pct: float | None = None  # None: the case's tolerance
+    source_url: str = ""
+    note: str = ""  # shown in the table: caveats, contradictions in the source
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str  # file stem
+    title: str
+    source_url: str
+    setup: str  # the published setup, in words
+    ours: str  # one of OURS_KINDS: how "ours" is produced
+    tolerance_pct: float
+    figures: list[Figure]
+    inputs: dict[str, Input] = field(default_factory=dict)
+    notes: str = ""
+    path: Path | None = None
+
+    def tolerance(self, fig: Figure) -> float:
+        return self.tolerance_pct if fig.tolerance_pct is None else fig.tolerance_pct
+
+
+_CASE_KEYS = {"title", "source_url", "setup", "ours", "tolerance_pct", "figures", "inputs", "notes"}
+_FIG_KEYS = {
+    "id",
+    "figure",
+    "unit",
+    "compute",
+    "published",
+    "report_cell",
+    "tolerance_pct",
+    "source_url",
+    "note",
+}
+
+
+def _need(d: dict, key: str, where: str, kind: type | tuple[type, ...]) -> Any:
+    if key not in d:
+        raise SpecError(f"{where}: key {key!r} missing")
+    if not isinstance(d[key], kind):
+        raise SpecError(f"{where}: key {key!r} is {d[key]!r}; expected {kind}")
+    return d[key]
+
+
+def _number(d: dict, key: str, where: str, required: bool = False) -> float | None:
+    if d.get(key) is None:
+        if required:
+            raise SpecError(f"{where}: key {key!r} missing (a number expected)")
+        return None
+    if isinstance(d[key], bool) or not isinstance(d[key], int | float):
+        raise SpecError(f"{where}: key {key!r} is {d[key]!r}; expected a number")
+    return float(d[key])
+
+
+def parse_case(raw: Any, path: Path) -> Case:
+    """Validate one YAML document into a Case; every error names the file and key."""
+    where = str(path)
+    if not isinstance(raw, dict):
+        raise SpecError(f"{where}: expected a mapping at the top level")
+    unknown = set(raw) - _CASE_KEYS
+    if unknown:
+        raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected {sorted(_CASE_KEYS)}")
+    ours = _need(raw, "ours", where, str)
+    if ours not in OURS_KINDS:
+        raise SpecError(f"{where}: ours={ours!r}; expected one of {OURS_KINDS}")
+    inputs = {}
+    for name, val in (raw.get("inputs") or {}).items():
+        w = f"{where}: inputs.{name}"
+        if isinstance(val, int | float) and not isinstance(val, bool):
+            val = {"value": val}
+        if not isinstance(val, dict):
+            raise SpecError(f"{w}: expected a number or {{value, unit, source}}")
+        inputs[name] = Input(
+            name=name,
+            value=_number(val, "value", w, required=True),
+            unit=str(val.get("unit", "")),
+            source=str(val.get("source", "")),
+        )
+    figures, seen = [], set()
+    for i, f in enumerate(_need(raw, "figures", where, list)):
+        w = f"{where}: figures[{i}]"
+        if not isinstance(f, dict):
+            raise SpecError(f"{w}: expected a mapping")
+        unknown = set(f) - _FIG_KEYS
+        if unknown:
+            raise SpecError(f"{w}: unknown key(s) {sorted(unknown)}; expected {sorted(_FIG_KEYS)}")
+        fid = _need(f, "id", w, str)
+        w = f"{where}: figure {fid!r}"
+        if fid in seen:
+            raise SpecError(f"{w}: duplicate id")
+        seen.add(fid)
+        compute = _need(f, "compute", w, dict)
+        _need(compute, "source", f"{w}: compute", str)
+        cell = f.get("report_cell")
+        if cell is not None and (not isinstance(cell, dict) or set(cell) != {"table", "row", "column"}):
+            raise SpecError(f"{w}: report_cell must be {{table, row, column}}, got {cell!r}")
+        published = _number(f, "published", w)
+        if published is None and cell is None:
+            raise SpecError(f"{w}: give `published` (the number) or `report_cell` (where REPORT.md has it)")
+        figures.append(
+            Figure(
+                id=fid,
+                figure=_need(f, "figure", w, str),
+                unit=str(f.get("unit", "")),
+                compute=dict(compute),
+                published=published,
+                report_cell=dict(cell) if cell else None,
+                tolerance_pct=_number(f, "tolerance_pct", w),
+                source_url=str(f.get("source_url", "")),
+                note=str(f.get("note", "")).strip(),
+            )
+        )
+    return Case(
+        name=path.stem,
+        title=_need(raw, "title", where, str),
+        source_url=_need(raw, "source_url", where, str),
+        setup=str(raw.get("setup", "")).strip(),
+        ours=ours,
+        tolerance_pct=_number(raw, "tolerance_pct", where, required=True),
+        figures=figures,
+        inputs=inputs,
+        notes=str(raw.get("notes", "")).strip(),
+        path=path,
+    )
+
+
+def load_case(path: Path | str) -> Case:
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise SpecError(f"{path}: not valid YAML: {e}") from e
+    return parse_case(raw, path)
+
+
+def load_cases(names: list[str] | None = None, directory: Path | str = PUBLISHED_DIR) -> list[Case]:
+    """Load conf/published/<name>.yaml for each name (all files, sorted, when names is empty)."""
+    directory = Path(directory)
+    if not names:
+        paths = sorted(directory.glob("*.yaml"))
+        if not paths:
+            raise SpecError(f"{directory}: no published figures (*.yaml) found")
+    else:
+        paths = [directory / f"{n}.yaml" for n in names]
+        for p in paths:
+            if not p.is_file():
+                have = sorted(q.stem for q in directory.glob("*.yaml"))
+                raise SpecError(f"published={p.stem!r}: {p} not found; available: {have}")
+    return [load_case(p) for p in paths]
