@@ -39,7 +39,14 @@ def print_table(rows: list[table.Row]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    style = {"pass": "green", "fail": "red", "pending": "yellow", "n/a": "dim", "error": "magenta"}
+    style = {
+        "pass": "green",
+        "fail": "red",
+        "contradicted": "dark_orange",
+        "pending": "yellow",
+        "n/a": "dim",
+        "error": "magenta",
+    }
     t = Table(title="Published figures, reproduced", show_lines=False)
     for col, just in [
         ("case", "left"),

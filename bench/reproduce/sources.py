@@ -1,7 +1,7 @@
 """The fixed set of ways to compute "ours" for a published figure (`compute.source` in data).
 
 - `opd_logs`:   an opd-benchmark run folder, parsed by the suite's runner (bench/reproduce/opd_logs.py)
-- `emulate`:    one emulated run of a composed experiment; a metrics.json key
+- `emulate`:    one emulated run of a composed experiment; a metrics.json key (or a ratio of two)
 - `speedup`:    the ratio of one metric between two emulated runs (baseline / candidate)
 - `arithmetic`: a small expression tree over numbers and the case's named inputs (no string eval)
 - `cost`:       bench.cost functions (TCO -> $/GPU-hour; Tinker-equivalent $/M tokens)
@@ -170,7 +170,12 @@ def _emulate(case: Case, fig: Figure, ctx: Context) -> Outcome:
     if not isinstance(overrides, list):
         raise SpecError(f"{where}: key 'overrides' must be a list of Hydra overrides")
     m = emulated_metrics(overrides, ctx)
-    return Outcome(_metric(m, fig.compute.get("metric", ""), where), used="emulated: " + " ".join(overrides))
+    value = _metric(m, fig.compute.get("metric", ""), where)
+    used = f"emulated {fig.compute.get('metric')}"
+    if fig.compute.get("divide_by"):  # a ratio of two metrics of the same run
+        value /= _metric(m, fig.compute["divide_by"], where)
+        used += f" / {fig.compute['divide_by']}"
+    return Outcome(value, used=f"{used}: " + " ".join(overrides), checks=list(m.get("checks", [])))
 
 
 def _speedup(case: Case, fig: Figure, ctx: Context) -> Outcome:

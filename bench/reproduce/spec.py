@@ -44,7 +44,10 @@ class Figure:
     report_cell: dict[str, str] | None = None  # {table, row, column} of the benchmark's REPORT.md
     tolerance_pct: float | None = None  # None: the case's tolerance
     source_url: str = ""
-    note: str = ""  # shown in the table: caveats, contradictions in the source
+    note: str = ""  # shown in the table: caveats
+    # The source's own other figures contradict this one (say how): a miss is then status
+    # "contradicted", not "fail", so --strict does not fail on the publication's own error.
+    contradicted: str = ""
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ _FIG_KEYS = {
     "tolerance_pct",
     "source_url",
     "note",
+    "contradicted",
 }
 
 
@@ -152,6 +156,7 @@ def parse_case(raw: Any, path: Path) -> Case:
                 tolerance_pct=_number(f, "tolerance_pct", w),
                 source_url=str(f.get("source_url", "")),
                 note=str(f.get("note", "")).strip(),
+                contradicted=str(f.get("contradicted", "")).strip(),
             )
         )
     return Case(
