@@ -126,6 +126,7 @@ class WorkloadConf:
     env_latency_mean_s: float = 0.0  # per turn: sandbox/tool execution
     env_startup_s: float = 0.0  # per episode: sandbox start-up
     env_latency_sigma: float = 1.0  # lognormal tail of env latency
+    tool_output_tokens_mean: int = 0  # tokens the environment returns per turn after the first (prefilled)
 
 
 class Placement(str, Enum):
@@ -236,6 +237,11 @@ class EmulatorConf:
     weight_sync_eff: float = 0.5  # fraction of link bandwidth achieved in weight broadcast
     weight_sync_fixed_s: float = 1.0  # per-sync fixed cost (pause, reload, cache flush)
     steady_skip_steps: int = 2
+    policy: str = ""  # dotted path of the emulator policy; "" = the framework mode's (conf/framework modes:)
+    surplus: str = ""  # in-flight rollouts when a batch fills: carry | cancel | abort; "" = the policy's
+    filter_backfill: bool = True  # zero-advantage filtering replaces dropped groups (DAPO dynamic sampling)
+    async_lag: int = 1  # batches a fully-async generator may run ahead (prime-rl fixes it at 1)
+    steps: int = 0  # trainer steps to emulate; 0 = workload.steps
 
 
 @dataclass

@@ -1,0 +1,313 @@
+"""Pre-flight checks: find what would fail before anything is submitted.
+
+`validate(cfg) -> list[str]` returns every problem of one composed config (one framework), one
+line each naming the key, the value and what was expected; it never mutates the config.
+`python -m bench validate <overrides>` checks each framework of the experiment: exit 0 with a
+one-screen summary, or exit 2 with one line per problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from bench.config import compose, for_framework
+from bench.flops import param_counts
+
+GB = 1e9
+# Mixed-precision Adam, bytes per parameter: bf16 weights 2 + bf16 grads 2 + fp32 master 4 + Adam m, v 8.
+BYTES_WEIGHTS_GRADS = 4
+BYTES_OPTIMIZER = 12
+
+
+def _placement(cfg: Any) -> str:
+    return str(cfg.experiment.placement).split(".")[-1]
+
+
+@dataclass
+class Sizing:
+    """Derived quantities shown in the summary (GB per GPU, tokens)."""
+
+    trainer_gb_per_gpu: float
+    engine_gpus: int
+    engines: int
+    engine_weights_gb: float
+    kv_bytes_per_token: float
+    kv_tokens_per_engine: float
+    mean_seq_tokens: float
+    concurrency_ceiling: float  # per engine: KV tokens / mean sequence length
+
+
+def kv_bytes_per_token(model: Any, gen: Any) -> float:
+    """KV-cache bytes per token of one engine (all layers; replicated where TP exceeds KV heads)."""
+    if str(model.attention).endswith("mla"):
+        # MLA caches the compressed latent + rope key, replicated on each TP rank
+        return model.layers * (model.kv_lora_rank + model.qk_rope_head_dim) * gen.kv_dtype_bytes * gen.tp
+    return model.layers * 2 * model.head_dim * max(model.kv_heads, gen.tp) * gen.kv_dtype_bytes
+
+
+def trainer_bytes_per_gpu(cfg: Any) -> float:
+    """Weights + gradients + optimizer state per trainer GPU (bytes), activations excluded."""
+    m, t, n = cfg.model, cfg.experiment.trainer, cfg.experiment.trainer_gpus
+    p = param_counts(m)["total"]
+    opt = 0.0 if t.offload_optimizer else BYTES_OPTIMIZER
+    wg = 0.0 if t.offload_params else BYTES_WEIGHTS_GRADS
+    if t.sharding == "fsdp":
+        return p * (wg + opt) / n
+    # Megatron: dense weights split over TP x PP, experts over EP x PP; distributed optimizer
+    # shards optimizer state over the data-parallel ranks of each.
+    dense_p = p - _expert_params(m)
+    mp_dense, mp_expert = t.tp * t.pp, t.ep * t.pp
+    dp_dense, dp_expert = max(1, n // (mp_dense * t.cp)), max(1, n // mp_expert)
+    return dense_p * (wg / mp_dense + opt / (mp_dense * dp_dense)) + _expert_params(m) * (
+        wg / mp_expert + opt / (mp_expert * dp_expert)
+    )
+
+
+def _expert_params(m: Any) -> float:
+    moe_layers = m.layers - m.dense_layers if m.routed_experts else 0
+    return float(moe_layers * (m.routed_experts + m.shared_experts) * 3 * m.hidden * m.ffn_expert)
+
+
+def sizing(cfg: Any) -> Sizing:
+    m, w, g, hw = cfg.model, cfg.workload, cfg.experiment.generator, cfg.hardware
+    engine_gpus = g.tp * g.dp
+    weights = param_counts(m)["total"] * g.dtype_bytes
+    kv_bpt = kv_bytes_per_token(m, g)
+    kv_tokens = max(0.0, engine_gpus * hw.hbm_gb * GB * g.gpu_memory_utilization - weights) / kv_bpt
+    mean_seq = w.prompt_len_mean + w.response_len_mean_frac * w.max_response_len
+    return Sizing(
+        trainer_gb_per_gpu=trainer_bytes_per_gpu(cfg) / GB,
+        engine_gpus=engine_gpus,
+        engines=cfg.experiment.generator_gpus // engine_gpus if engine_gpus else 0,
+        engine_weights_gb=weights / GB,
+        kv_bytes_per_token=kv_bpt,
+        kv_tokens_per_engine=kv_tokens,
+        mean_seq_tokens=mean_seq,
+        concurrency_ceiling=kv_tokens / mean_seq if mean_seq else 0.0,
+    )
+
+
+def _check_workload(cfg: Any) -> list[str]:
+    w, m = cfg.workload, cfg.model
+    out = []
+    if w.group_size < 2:
+        out.append(
+            f"workload.group_size={w.group_size}: expected >= 2 (GRPO with one rollout per prompt has zero "
+            "advantage on every sample; prime-rl's default group_size is exactly this trap)"
+        )
+    if w.prompts_per_step < 1:
+        out.append(f"workload.prompts_per_step={w.prompts_per_step}: expected >= 1")
+    elif w.prompts_per_step % w.mini_batches_per_step:
+        out.append(
+            f"workload.mini_batches_per_step={w.mini_batches_per_step}: expected a divisor of "
+            f"workload.prompts_per_step={w.prompts_per_step} (mini-batches hold whole groups)"
+        )
+    if w.max_prompt_len + w.max_response_len > m.max_context:
+        out.append(
+            f"workload.max_response_len={w.max_response_len}: max_prompt_len + max_response_len = "
+            f"{w.max_prompt_len + w.max_response_len} exceeds model.max_context={m.max_context} ({m.name})"
+        )
+    if w.staleness_budget < 0:
+        out.append(f"workload.staleness_budget={w.staleness_budget}: expected >= 0 policy versions")
+    if not 0 < w.response_len_mean_frac <= 1:
+        out.append(f"workload.response_len_mean_frac={w.response_len_mean_frac}: expected in (0, 1]")
+    if cfg.experiment.oversampling < 1:
+        out.append(
+            f"experiment.oversampling={cfg.experiment.oversampling}: expected >= 1 (dispatched / needed)"
+        )
+    return out
+
+
+def _check_gpus(cfg: Any) -> list[str]:
+    e, c, m, w = cfg.experiment, cfg.cluster, cfg.model, cfg.workload
+    t, g = e.trainer, e.generator
+    out = []
+    colocated = _placement(cfg) == "colocated"
+    if colocated and e.generator_gpus != e.trainer_gpus:
+        out.append(
+            f"experiment.generator_gpus={e.generator_gpus}: expected = experiment.trainer_gpus={e.trainer_gpus} "
+            "when placement=colocated (trainer and generator share the GPUs)"
+        )
+    total = e.trainer_gpus if colocated else e.trainer_gpus + e.generator_gpus
+    if total > c.nodes * c.gpus_per_node:
+        out.append(
+            f"experiment.trainer_gpus + generator_gpus = {total}: exceeds cluster {c.name}: "
+            f"{c.nodes} nodes x {c.gpus_per_node} GPUs = {c.nodes * c.gpus_per_node}"
+        )
+    for key, n in (("trainer_gpus", e.trainer_gpus), ("generator_gpus", e.generator_gpus)):
+        if n < 1:
+            out.append(f"experiment.{key}={n}: expected >= 1")
+        elif not colocated and n > c.gpus_per_node and n % c.gpus_per_node:
+            out.append(
+                f"experiment.{key}={n}: expected a multiple of cluster.gpus_per_node={c.gpus_per_node} "
+                "(roles get whole nodes)"
+            )
+    mp = t.tp * t.pp * t.cp
+    if e.trainer_gpus % mp:
+        out.append(
+            f"experiment.trainer: tp x pp x cp = {mp}: expected a divisor of experiment.trainer_gpus={e.trainer_gpus}"
+        )
+    else:
+        dp = e.trainer_gpus // mp
+        samples = w.prompts_per_step * w.group_size
+        per_mb = samples // max(1, w.mini_batches_per_step)
+        if per_mb % dp:
+            out.append(
+                f"workload.prompts_per_step={w.prompts_per_step}: {per_mb} samples per mini-batch "
+                f"({w.prompts_per_step} x group {w.group_size} / {w.mini_batches_per_step}) is not divisible "
+                f"by the trainer's data-parallel size {dp} (= {e.trainer_gpus} GPUs / tp x pp x cp {mp})"
+            )
+    if m.q_heads % t.tp:
+        out.append(f"experiment.trainer.tp={t.tp}: expected a divisor of model.q_heads={m.q_heads}")
+    if t.pp < 1 or (e.trainer_gpus // t.pp) % t.ep:
+        out.append(
+            f"experiment.trainer.ep={t.ep}: expected a divisor of trainer GPUs per pipeline stage "
+            f"({e.trainer_gpus} / pp {t.pp})"
+        )
+    engine = g.tp * g.dp
+    if e.generator_gpus % engine:
+        out.append(
+            f"experiment.generator: tp x dp = {engine} GPUs per engine: expected a divisor of "
+            f"experiment.generator_gpus={e.generator_gpus}"
+        )
+    if engine % g.ep:
+        out.append(
+            f"experiment.generator.ep={g.ep}: expected a divisor of tp x dp = {engine} (GPUs per engine)"
+        )
+    if g.dp == 1 and m.q_heads % g.tp:
+        out.append(f"experiment.generator.tp={g.tp}: expected a divisor of model.q_heads={m.q_heads}")
+    for key, ep in (("trainer", t.ep), ("generator", g.ep)):
+        if ep > 1 and not m.routed_experts:
+            out.append(f"experiment.{key}.ep={ep}: expected 1 for a dense model ({m.name} has no experts)")
+        elif m.routed_experts and m.routed_experts % ep:
+            out.append(
+                f"experiment.{key}.ep={ep}: expected a divisor of model.routed_experts={m.routed_experts}"
+            )
+    return out
+
+
+def _check_memory(cfg: Any, s: Sizing) -> list[str]:
+    hw, g, w = cfg.hardware, cfg.experiment.generator, cfg.workload
+    out = []
+    if s.trainer_gb_per_gpu > hw.hbm_gb:
+        t = cfg.experiment.trainer
+        out.append(
+            f"experiment.trainer: weights + grads + optimizer need {s.trainer_gb_per_gpu:.0f} GB per GPU under "
+            f"sharding={t.sharding} (tp {t.tp}, pp {t.pp}, ep {t.ep}, offload_optimizer={t.offload_optimizer}); "
+            f"expected <= hardware.hbm_gb={hw.hbm_gb:g} ({hw.name}), before activations"
+        )
+    budget = s.engine_gpus * hw.hbm_gb * g.gpu_memory_utilization
+    max_seq = w.max_prompt_len + w.max_response_len
+    if s.engine_weights_gb >= budget:
+        out.append(
+            f"experiment.generator.tp={g.tp}: engine weights {s.engine_weights_gb:.0f} GB exceed "
+            f"{s.engine_gpus} GPU(s) x {hw.hbm_gb:g} GB x gpu_memory_utilization {g.gpu_memory_utilization}"
+            f" = {budget:.0f} GB; expected room for the KV cache (raise tp/dp or lower dtype_bytes)"
+        )
+    elif s.kv_tokens_per_engine < max_seq:
+        out.append(
+            f"workload.max_response_len={w.max_response_len}: one max-length sequence ({max_seq} tokens) needs "
+            f"more KV cache than an engine holds ({s.kv_tokens_per_engine:.0f} tokens)"
+        )
+    return out
+
+
+def _check_framework(cfg: Any) -> list[str]:
+    from runners.base import load_runner
+
+    f = cfg.framework
+    if f.mode != "auto" and f.mode not in f.modes:
+        return [f"framework.mode={f.mode}: expected one of {sorted(f.modes)} or auto ({f.name} {f.version})"]
+    try:
+        runner = load_runner(f)
+    except Exception as e:  # noqa: BLE001 - a broken runner is itself a pre-flight problem
+        return [f"framework._target_={f._target_}: cannot load the runner ({type(e).__name__}: {e})"]
+    return list(runner.validate(cfg))
+
+
+def validate_workload(cfg: Any) -> list[str]:
+    """Framework-neutral problems: workload, GPU layout, memory."""
+    problems = _check_workload(cfg) + _check_gpus(cfg)
+    if not any(p.startswith("experiment.generator: tp x dp") for p in problems):
+        problems += _check_memory(cfg, sizing(cfg))
+    return problems
+
+
+def validate(cfg: Any) -> list[str]:
+    """Every problem of one composed config, one line each (key, value, expected)."""
+    return validate_workload(cfg) + _check_framework(cfg)
+
+
+def frameworks_of(overrides: list[str]) -> list[str]:
+    """The frameworks a command covers: an explicit framework=X, else experiment.frameworks."""
+    explicit = [o.split("=", 1)[1] for o in overrides if o.startswith("framework=")]
+    if explicit:
+        return explicit[0].split(",")
+    return list(compose(overrides).experiment.frameworks)
+
+
+def summary_lines(cfg: Any, s: Sizing, mode: str) -> list[str]:
+    e, hw = cfg.experiment, cfg.hardware
+    return [
+        f"  {cfg.framework.name} {cfg.framework.version}: mode {mode}",
+        f"    trainer {e.trainer_gpus} x {hw.name}: {s.trainer_gb_per_gpu:.1f} GB/GPU weights+grads+optimizer",
+        f"    generator {e.generator_gpus} GPUs = {s.engines} engines x {s.engine_gpus} GPU: weights "
+        f"{s.engine_weights_gb:.1f} GB, KV {s.kv_tokens_per_engine / 1e3:.0f}K tokens "
+        f"({s.kv_bytes_per_token / 1e3:.0f} KB/token), concurrency ceiling {s.concurrency_ceiling:.0f} "
+        f"rollouts/engine at {s.mean_seq_tokens:.0f} tokens mean",
+    ]
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench validate", description=__doc__)
+    ap.add_argument(
+        "overrides", nargs="*", help="Hydra overrides, e.g. experiment=smoke workload.group_size=8"
+    )
+    ap.add_argument(
+        "--native", action="store_true", help="also ask each installed framework to parse its launch"
+    )
+    args = ap.parse_args(argv)
+    problems: list[str] = []
+    lines: list[str] = []
+    try:
+        frameworks = frameworks_of(args.overrides)
+        problems += validate_workload(for_framework(args.overrides, frameworks[0]))
+        for fw in frameworks:
+            cfg = for_framework(args.overrides, fw)
+            found = _check_framework(cfg)
+            problems += [f"[{fw}] {p}" for p in found]
+            found += problems
+            if not found:
+                from runners.base import load_runner
+
+                runner = load_runner(cfg.framework)
+                lines += summary_lines(cfg, sizing(cfg), runner.resolve_mode(cfg))
+                if args.native and hasattr(runner, "validate_native"):
+                    problems += [f"[{fw}] native: {p}" for p in runner.validate_native(cfg)]
+    except Exception as e:  # Hydra composition errors: unknown key, wrong type, missing file
+        print(f"config error: {e}", file=sys.stderr)
+        return 2
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        return 2
+    cfg = compose(args.overrides)
+    e, w = cfg.experiment, cfg.workload
+    print(
+        f"experiment {e.name}: {cfg.model.name}, {w.algorithm.name if hasattr(w.algorithm, 'name') else w.algorithm} "
+        f"{w.prompts_per_step} prompts x group {w.group_size} = {w.prompts_per_step * w.group_size} samples/step, "
+        f"{w.max_prompt_len}+{w.max_response_len} tokens, staleness budget {w.staleness_budget}, "
+        f"placement {_placement(cfg)}, cluster {cfg.cluster.name}"
+    )
+    print("\n".join(lines))
+    print("OK: no problems found")
+    return 0
+
+
+def to_container(cfg: Any) -> dict:
+    """Resolved config as plain data (enums as strings), for manifests."""
+    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)

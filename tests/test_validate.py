@@ -1,0 +1,67 @@
+"""Pre-flight checks: each inconsistent value is named with its key; sound experiments pass."""
+
+import pytest
+
+from bench.config import compose
+from bench.validate import main, sizing, validate_workload
+
+CASES = ["smoke", "semianalysis_case1", "semianalysis_case2", "semianalysis_case3", "semianalysis_case4"]
+
+
+@pytest.mark.parametrize("exp", CASES)
+def test_published_setups_are_sound(exp):
+    assert validate_workload(compose([f"experiment={exp}"])) == []
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("workload.group_size=1", "workload.group_size=1"),
+        ("workload.max_response_len=40000", "workload.max_response_len=40000"),  # 1024 + 40000 > 40960
+        ("experiment.trainer.tp=3", "experiment.trainer.tp=3"),
+        ("experiment.generator_gpus=1000", "exceeds cluster local"),
+        ("experiment.generator.ep=2", "experiment.generator.ep=2"),  # dense model
+        ("workload.prompts_per_step=3", "workload.prompts_per_step=3"),  # 48 samples over DP 8... 48 % 8 == 0
+        ("workload.mini_batches_per_step=5", "workload.mini_batches_per_step=5"),
+        ("experiment.trainer_gpus=12", "experiment.trainer_gpus=12"),  # not whole nodes
+        ("experiment.placement=colocated", "experiment.generator_gpus=8"),  # ok: equal counts -> see below
+    ],
+)
+def test_inconsistent_values_are_named(override, key):
+    problems = validate_workload(compose(["experiment=smoke", override]))
+    if override in ("workload.prompts_per_step=3", "experiment.placement=colocated"):
+        assert problems == []  # 3 x 16 = 48 samples divide over DP 8; colocated 8 = 8 is sound
+    else:
+        assert any(key in p for p in problems), problems
+
+
+def test_trainer_memory_without_offload_does_not_fit():
+    problems = validate_workload(
+        compose(["experiment=semianalysis_case4", "experiment.trainer.offload_optimizer=false"])
+    )
+    assert any("158 GB per GPU" in p and "hbm_gb=141" in p for p in problems), problems
+
+
+def test_kv_cache_must_hold_one_sequence():
+    problems = validate_workload(
+        compose(
+            ["experiment=smoke", "hardware.hbm_gb=19.5", "experiment.generator.gpu_memory_utilization=0.9"]
+        )
+    )
+    assert any("needs more KV cache" in p for p in problems), problems
+
+
+def test_concurrency_ceiling_smoke():
+    s = sizing(compose(["experiment=smoke"]))
+    # Qwen3-8B KV: 36 layers x 2 x 128 x 8 heads x 2 B = 147,456 B/token
+    assert s.kv_bytes_per_token == 147_456
+    # 80 GB x 0.85 - 16.38 GB weights = 51.62 GB -> 350,066 tokens; mean seq 256 + 0.35 x 8192 = 3,123.2
+    assert s.kv_tokens_per_engine == pytest.approx((80e9 * 0.85 - 8_190_427_136 * 2) / 147_456)
+    assert s.concurrency_ceiling == pytest.approx(s.kv_tokens_per_engine / 3123.2)
+
+
+def test_cli_exit_codes(capsys):
+    assert main(["experiment=smoke", "workload.group_size=1"]) == 2
+    assert "workload.group_size=1" in capsys.readouterr().err
+    assert main(["experiment=smoke", "workload.gruop_size=3"]) == 2  # misspelled key: Hydra's own error
+    assert "gruop_size" in capsys.readouterr().err
