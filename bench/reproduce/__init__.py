@@ -1,6 +1,7 @@
 """`python -m bench reproduce`: recompute every published figure in conf/published/ and compare.
 
     python -m bench reproduce [published=NAME[,NAME]] [--data-root DIR] [--strict] [--out DIR]
+                              [--published-dir DIR]
 
 Prints one table (case, figure, published, ours, error %, tolerance, status, ours from) and
 writes it to DIR (default reports/reproduce/) as index.html, reproduce.md and reproduce.csv.
@@ -87,6 +88,9 @@ def main(argv: list[str]) -> int:
         help="checkout of SemiAnalysisAI/opd-benchmark (default: %(default)s)",
     )
     ap.add_argument("--out", type=Path, default=Path("reports/reproduce"))
+    ap.add_argument(
+        "--published-dir", type=Path, default=PUBLISHED_DIR, help="figures to check (default: %(default)s)"
+    )
     ap.add_argument("--strict", action="store_true", help="exit 1 if any figure fails or errors")
     args = ap.parse_args(argv)
     names: list[str] = []
@@ -95,7 +99,7 @@ def main(argv: list[str]) -> int:
             ap.error(f"unexpected argument {item!r}; expected published=NAME[,NAME]")
         names += [n for n in item.split("=", 1)[1].split(",") if n]
     try:
-        rows = run(names, args.data_root, args.out)
+        rows = run(names, args.data_root, args.out, args.published_dir)
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
