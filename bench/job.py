@@ -1,0 +1,169 @@
+"""What runs inside one job's allocation: `BenchJob()(run_dir)`.
+
+The job recomposes its config from the overrides recorded in manifest.json (the conf/ tree is on
+the shared filesystem), so what runs is exactly what was validated at submission. Then:
+
+- mode=emulate: the emulator (bench.emulator.run.emulate) on the batch node of the allocation;
+- mode=native: the runner's rendered launch/job.sbatch, executed inside this allocation (its
+  `srun` steps place roles on the nodes, with the Ray bootstrap for verl and slime), a 1-s
+  nvidia-smi sampler on every node, then runner.parse_logs(logs/) -> trace/ -> metrics.json.
+
+A failure marks the run failed (or partial when some steps were traced) with the reason and keeps
+logs/ and the complete steps. On a timeout or preemption submitit calls `checkpoint`, which
+requeues the same callable on the same run directory (resume = rerun into the same folder).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import submitit
+
+from bench import rundir, telemetry
+from bench.trace import RunPaths, read_manifest, write_manifest
+
+
+def slurm_fields() -> dict[str, Any]:
+    """Dispatch facts of the current allocation from Slurm's environment (local: this host)."""
+    env = os.environ
+    if "SLURM_JOB_ID" not in env:
+        return {"node_list": socket.gethostname(), "nodes": 1}
+    nodes = int(env.get("SLURM_JOB_NUM_NODES", env.get("SLURM_NNODES", "1")))
+    gpn = env.get("SLURM_GPUS_PER_NODE", "")
+    gpus_per_node = int(gpn.rsplit(":", 1)[-1]) if gpn.rsplit(":", 1)[-1].isdigit() else None
+    array_task = env.get("SLURM_ARRAY_TASK_ID")
+    return {
+        "slurm_job_id": env["SLURM_JOB_ID"],
+        "array_job_id": env.get("SLURM_ARRAY_JOB_ID"),
+        "array_index": int(array_task) if array_task is not None else None,
+        "node_list": env.get("SLURM_JOB_NODELIST"),
+        "nodes": nodes,
+        "gpus_per_node": gpus_per_node,
+        "gpus": gpus_per_node * nodes if gpus_per_node is not None else None,
+        "requeues": int(env.get("SLURM_RESTART_COUNT", "0")),
+    }
+
+
+def final_status(steps_traced: int, ok: bool) -> str:
+    """completed if the run finished; partial if it failed after tracing steps; else failed."""
+    if ok and steps_traced > 0:
+        return "completed"
+    return "partial" if steps_traced > 0 else "failed"
+
+
+def _steps_traced(paths: RunPaths) -> int:
+    if not paths.steps.exists():
+        return 0
+    import pyarrow.parquet as pq
+
+    return pq.read_metadata(paths.steps).num_rows
+
+
+class BenchJob(submitit.helpers.Checkpointable):
+    """The submitted callable; one instance per run directory, safe to requeue."""
+
+    def __call__(self, run_dir: str) -> str:
+        paths = RunPaths(Path(run_dir))
+        mine = rundir.update(paths, state="RUNNING", started_at=rundir.now_iso(), **slurm_fields())
+        self._watch_sigterm(paths)
+        from bench.config import compose
+
+        cfg = compose(mine["overrides"])
+        ok, reason = True, None
+        try:
+            if cfg.mode == "native":
+                ok, reason = run_native(cfg, paths)
+            else:
+                rundir.update(paths, emulator_started_at=rundir.now_iso())
+                from bench.emulator.run import emulate
+
+                emulate(cfg, paths.root)
+        except Exception as e:  # the run fails; the job (and the other jobs) do not
+            ok, reason = False, f"{type(e).__name__}: {e}"
+            (paths.logs / "job-error.txt").write_text(traceback.format_exc())
+        return self._finish(paths, mine, ok, reason)
+
+    def _finish(self, paths: RunPaths, mine: dict, ok: bool, reason: str | None) -> str:
+        # The emulator writes its own manifest.json; keep its keys, restore the dispatch record.
+        current = read_manifest(paths)
+        merged = {**mine, **current, "dispatch": {**mine["dispatch"], **current.get("dispatch", {})}}
+        if current.get("status") in ("failed", "partial") and current.get("dispatch", {}).get("exit_state"):
+            return current["status"]  # already marked by `bench status` (cancelled under us)
+        status = final_status(_steps_traced(paths), ok)
+        merged["status"] = status
+        merged["dispatch"].update(
+            state="COMPLETED" if ok else "FAILED",
+            ended_at=rundir.now_iso(),
+            exit_state="COMPLETED" if ok else "FAILED",
+            reason=reason,
+        )
+        write_manifest(paths, merged)
+        if paths.steps.exists():
+            from bench.metrics import write_metrics
+
+            try:
+                write_metrics(paths.root)  # again: metrics.json carries the final status
+            except Exception as e:
+                (paths.logs / "metrics-error.txt").write_text(f"{type(e).__name__}: {e}\n")
+        return status
+
+    @staticmethod
+    def _watch_sigterm(paths: RunPaths) -> None:
+        """Note SIGTERM (scancel, preemption) in the manifest, then defer to submitit's handler."""
+        previous = signal.getsignal(signal.SIGTERM)
+
+        def handler(signum: int, frame: Any) -> None:
+            try:
+                rundir.update(paths, signal=f"SIGTERM at {rundir.now_iso()}")
+            finally:
+                if callable(previous):
+                    previous(signum, frame)
+
+        if hasattr(signal, "SIGTERM"):
+            signal.signal(signal.SIGTERM, handler)
+
+    def checkpoint(self, run_dir: str) -> submitit.helpers.DelayedSubmission:
+        """Timeout/preemption: record the requeue and resubmit onto the same run directory."""
+        paths = RunPaths(Path(run_dir))
+        n = read_manifest(paths).get("dispatch", {}).get("requeues", 0) + 1
+        rundir.update(paths, state="REQUEUED", requeues=n, reason=f"requeued ({n}) after timeout/preemption")
+        return submitit.helpers.DelayedSubmission(self, run_dir)
+
+
+def run_native(cfg: Any, paths: RunPaths) -> tuple[bool, str | None]:
+    """Execute launch/job.sbatch inside this allocation, sample GPUs, parse logs into the trace."""
+    from bench.trace import write_rollouts, write_steps
+    from runners.base import load_runner
+
+    script = paths.launch / "job.sbatch"
+    if not script.exists():
+        return False, f"{script}: missing (the runner rendered no sbatch for this framework)"
+    sampler = telemetry.start_sampler(paths)
+    env = {**os.environ, "BENCH_RUN_DIR": str(paths.root)}
+    t0 = time.time()
+    with open(paths.logs / "job.out", "ab") as out:
+        rc = subprocess.run(
+            ["bash", str(script)], cwd=paths.root, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+    telemetry.stop_sampler(sampler, paths, t0)
+    result = load_runner(cfg.framework).parse_logs(paths.logs)
+    if result.steps:
+        write_steps(paths.steps, result.steps)
+    if result.rollouts:
+        write_rollouts(paths.rollouts, result.rollouts)
+    if result.warnings:
+        manifest = read_manifest(paths)
+        manifest["warnings"] = [*manifest.get("warnings", []), *result.warnings]
+        write_manifest(paths, manifest)
+    if rc.returncode != 0:
+        return False, f"launch/job.sbatch exited {rc.returncode} (logs/job.out)"
+    if not result.steps:
+        return False, f"parse_logs found no steps in {paths.logs}"
+    return True, None

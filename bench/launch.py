@@ -1,0 +1,168 @@
+"""`python -m bench run`: compose, validate, render, submit, write the run directories.
+
+    python -m bench run experiment=smoke cluster=testbed mode=emulate [key=a,b ...] [--multirun]
+                        [--dry-run] [--wait]
+
+One job per framework of `experiment.frameworks` (or `framework=...`) times each sweep point
+(Hydra's own override parser expands `key=a,b` and `range(64,321,32)`). Every job is validated
+before anything is submitted; a problem exits 2 with nothing queued. Jobs go through submitit:
+on Slurm, jobs with the same resource request form one job array (`executor.batch()`), and `run`
+returns as soon as sbatch answered unless `--wait`. `cluster.executor=local` runs the same job
+callable in this process, one after the other (no queue to return from).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import rundir
+from bench.monitor import status_main, wait  # noqa: F401  (status_main is `python -m bench status`)
+from bench.trace import RunPaths
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class DispatchError(ValueError):
+    """The command line cannot be dispatched (sweep without --multirun, bad override)."""
+
+
+@dataclass
+class JobPlan:
+    """One job to submit: a framework at one sweep point, with its composed config."""
+
+    framework: str
+    point: dict[str, str]  # swept key -> value of this point ({} without a sweep)
+    overrides: list[str]  # complete override list the job recomposes from
+    cfg: Any
+    nodes: int
+    gpus_per_node: int
+    launch: Any = None  # runners.base.Launch, or None when the runner could not render
+    render_error: str | None = None
+    paths: RunPaths | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+def expand(overrides: list[str], multirun: bool) -> list[tuple[dict[str, str], list[str]]]:
+    """Sweep points as (swept values, full override list), through Hydra's own parser and sweeper."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    swept = [o.key_or_group for o in parsed if o.is_sweep_override()]
+    if swept and not multirun:
+        raise DispatchError(f"sweep over {swept} needs --multirun (as in Hydra)")
+    points = []
+    for batch in BasicSweeper.split_arguments(parsed, None):
+        for combo in batch:
+            values = dict(o.split("=", 1) for o in combo)
+            points.append(({k: values[k] for k in swept if k != "framework"}, combo))
+    return points
+
+
+def job_nodes(cfg: Any, launch: Any) -> int:
+    """Nodes of one job: the runner's Launch.nodes, else the GPU layout over gpus_per_node."""
+    if launch is not None and getattr(launch, "nodes", 0):
+        return int(launch.nodes)
+    e, gpn = cfg.experiment, cfg.cluster.gpus_per_node
+    colocated = str(getattr(e.placement, "value", e.placement)) == "colocated"
+    gpus = e.trainer_gpus if colocated else e.trainer_gpus + e.generator_gpus
+    return max(1, math.ceil(gpus / gpn))
+
+
+def plan(overrides: list[str], multirun: bool) -> list[JobPlan]:
+    """Compose, render and validate every job; problems are collected, nothing is written."""
+    from bench.config import compose, for_framework
+    from bench.validate import validate
+    from runners.base import load_runner
+
+    plans = []
+    for point, combo in expand(overrides, multirun):
+        explicit = [o.split("=", 1)[1] for o in combo if o.startswith("framework=")]
+        frameworks = explicit or list(compose(combo).experiment.frameworks)
+        for fw in frameworks:
+            cfg = for_framework(combo, fw)
+            p = JobPlan(fw, point, [*[o for o in combo if not o.startswith("framework=")], f"framework={fw}"],
+                        cfg, 0, cfg.cluster.gpus_per_node)  # fmt: skip
+            p.problems = [
+                f"[{fw}{' ' + rundir.point_slug(point) if point else ''}] {m}" for m in validate(cfg)
+            ]
+            try:
+                p.launch = load_runner(cfg.framework).render_launch(cfg)
+            except Exception as e:  # emulate mode runs without a native launch; native cannot
+                p.render_error = f"{type(e).__name__}: {e}"
+                if cfg.mode == "native":
+                    p.problems.append(f"[{fw}] runner cannot render the native launch: {p.render_error}")
+            p.nodes = job_nodes(cfg, p.launch)
+            if cfg.cluster.executor == "slurm" and p.nodes > cfg.cluster.nodes:
+                p.problems.append(
+                    f"[{fw}] job needs {p.nodes} nodes; cluster.nodes={cfg.cluster.nodes} (conf/cluster/{cfg.cluster.name}.yaml)"
+                )
+            plans.append(p)
+    return plans
+
+
+def prepare(p: JobPlan) -> RunPaths:
+    """Allocate the run directory; write manifest.json, config.resolved.yaml and launch/."""
+    from omegaconf import OmegaConf
+
+    cfg = p.cfg
+    p.paths = rundir.allocate(REPO / cfg.results_dir, cfg.experiment.name, p.framework, p.point)
+    manifest = rundir.initial_manifest(cfg, p.paths, p.point, p.overrides)
+    manifest["dispatch"].update(nodes=p.nodes, gpus_per_node=p.gpus_per_node, gpus=p.nodes * p.gpus_per_node)
+    from bench.trace import write_manifest
+
+    write_manifest(p.paths, manifest)
+    (p.paths.root / "config.resolved.yaml").write_text(OmegaConf.to_yaml(manifest["config"]))
+    if p.launch is not None:
+        p.launch.write(p.paths.launch)
+    else:
+        (p.paths.launch / "render_error.txt").write_text(f"{p.render_error}\n")
+    return p.paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench run ...`; exit 0 once submitted (or finished with --wait), 2 on problems."""
+    ap = argparse.ArgumentParser(prog="python -m bench run", description=__doc__.split("\n\n")[0])
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides (experiment=, cluster=, mode=, sweeps)")
+    ap.add_argument("--multirun", "-m", action="store_true", help="expand sweep overrides (key=a,b)")
+    ap.add_argument(
+        "--dry-run", action="store_true", help="write launch/ and print the sbatch; submit nothing"
+    )
+    ap.add_argument("--wait", action="store_true", help="wait for every job, with a live table")
+    ap.add_argument("--timeout", type=float, default=None, help="seconds to wait at most (--wait)")
+    args = ap.parse_args(argv)
+    try:
+        plans = plan(args.overrides, args.multirun)
+    except Exception as e:  # Hydra composition errors name the key and the file
+        print(f"config error: {e}", file=sys.stderr)
+        return 2
+    problems = [m for p in plans for m in p.problems]
+    if problems:
+        print("pre-flight problems (nothing submitted):\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 2
+    from bench.submit import submit
+
+    runs = submit(plans, dry_run=args.dry_run)
+    if args.dry_run:
+        for r in runs:
+            print(f"# {r.root}\n{(r.launch / 'submit.sbatch').read_text()}")
+        print(f"dry run: {len(runs)} job(s) written, nothing submitted")
+        return 0
+    for r in runs:
+        print(r.root)
+    if args.wait:
+        statuses = wait(runs, timeout_s=args.timeout)
+        return 0 if all(s == "completed" for s in statuses) else 1
+    return 0
+
+
+def slurm_env(cfg: Any) -> None:
+    """Point Slurm's client commands at the cluster's own slurm.conf (the testbed), if it names one."""
+    if cfg.cluster.slurm_conf:
+        os.environ["SLURM_CONF"] = str(REPO / cfg.cluster.slurm_conf)

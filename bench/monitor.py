@@ -1,0 +1,201 @@
+"""Job state from run directories and Slurm: `python -m bench status EXP`, and `run --wait`'s table.
+
+The run directory is the record; Slurm is asked only about runs still marked `running`. A job that
+Slurm reports ended (cancelled, timed out, failed, node failure) while its manifest still says
+running cannot have finished its run: it is marked failed (partial if steps were traced) with
+Slurm's state and reason. Queries go through squeue, then `scontrol show job` (kept MinJobAge
+seconds after the end; the testbed has no accounting daemon), then sacct.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import rundir
+from bench.trace import RunPaths, read_manifest
+
+ENDED_BAD = (
+    "CANCELLED",
+    "FAILED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+)
+
+
+def _run(argv: list[str], env: dict[str, str] | None = None) -> str | None:
+    try:
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=20, env=env)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return res.stdout if res.returncode == 0 else None
+
+
+def slurm_state(job_id: str, env: dict[str, str] | None = None) -> dict[str, str] | None:
+    """{'state', 'reason', 'node_list'} of a Slurm job (array member '123_4' too); None if unknown."""
+    out = _run(["squeue", "-h", "-j", job_id, "-o", "%T|%r|%N"], env)
+    if out and out.strip():
+        state, reason, nodes = out.strip().splitlines()[0].split("|")
+        return {"state": state, "reason": reason, "node_list": nodes}
+    out = _run(["scontrol", "-o", "show", "job", job_id], env)
+    if out and out.strip():
+        fields = dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
+        return {
+            "state": fields.get("JobState", "UNKNOWN"),
+            "reason": fields.get("Reason", ""),
+            "node_list": fields.get("NodeList", ""),
+        }
+    out = _run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State,Reason,NodeList"], env)
+    if out and out.strip():
+        state, reason, nodes = out.strip().splitlines()[-1].split("|")
+        return {"state": state.split()[0], "reason": reason, "node_list": nodes}
+    return None
+
+
+def slurm_env(manifest: dict[str, Any]) -> dict[str, str]:
+    """Environment for Slurm commands about this run: SLURM_CONF of its cluster (the testbed), if any."""
+    conf = manifest.get("config", {}).get("cluster", {}).get("slurm_conf")
+    if not conf or "SLURM_CONF" in os.environ:
+        return dict(os.environ)
+    return {**os.environ, "SLURM_CONF": str(rundir.REPO / conf)}
+
+
+def reconcile(paths: RunPaths) -> dict[str, Any]:
+    """The manifest, with Slurm's view merged in for a run still marked running.
+
+    Writes only when Slurm says the job ended without the run finishing: while the job lives,
+    it alone writes its manifest (a second writer could lose its updates).
+    """
+    m = read_manifest(paths)
+    d = m.get("dispatch", {})
+    job_id = d.get("slurm_job_id")
+    if m.get("status") != "running" or not job_id:
+        return m
+    info = slurm_state(str(job_id), slurm_env(m))
+    if info is None:
+        return rundir.update(
+            paths,
+            status=_failed_or_partial(paths),
+            state="UNKNOWN",
+            exit_state="UNKNOWN",
+            ended_at=rundir.now_iso(),
+            reason=f"Slurm job {job_id} is no longer known to Slurm and the run never finished",
+        )
+    state = info["state"]
+    if state.startswith(ENDED_BAD) or state == "COMPLETED":
+        why = f"Slurm job {job_id} ended {state}" + (
+            f" ({info['reason']})" if info["reason"] not in ("", "None") else ""
+        )
+        if state == "COMPLETED":
+            why += ": the batch job exited before the run finished"
+        return rundir.update(
+            paths,
+            status=_failed_or_partial(paths),
+            state=state,
+            exit_state=state.split()[0],
+            ended_at=rundir.now_iso(),
+            reason=why,
+            node_list=info["node_list"] or d.get("node_list"),
+        )
+    shown = {"state": state if d.get("state") != "REQUEUED" else d["state"]}
+    if info["node_list"] and not d.get("node_list"):
+        shown["node_list"] = info["node_list"]
+    return {**m, "dispatch": {**d, **shown}}
+
+
+def _failed_or_partial(paths: RunPaths) -> str:
+    from bench.job import _steps_traced
+
+    return "partial" if _steps_traced(paths) > 0 else "failed"
+
+
+def _elapsed(d: dict[str, Any]) -> str:
+    start = d.get("started_at")
+    if not start:
+        return "-"
+    end = dt.datetime.fromisoformat(d["ended_at"]) if d.get("ended_at") else dt.datetime.now(dt.UTC)
+    return f"{(end - dt.datetime.fromisoformat(start)).total_seconds():.1f}s"
+
+
+def _last_step(paths: RunPaths) -> str:
+    from bench.job import _steps_traced
+
+    n = _steps_traced(paths)
+    return str(n) if n else "-"
+
+
+def table(rows: list[tuple[RunPaths, dict[str, Any]]], title: str):
+    """A rich Table: run, framework, status, job state, job id, node list, elapsed, steps, reason."""
+    from rich.table import Table
+
+    t = Table(title=title)
+    for col in ("run", "framework", "status", "job state", "job id", "nodes", "elapsed", "steps", "reason"):
+        t.add_column(col)
+    for paths, m in rows:
+        d = m.get("dispatch", {})
+        t.add_row(
+            paths.root.name,
+            str(m.get("framework")),
+            str(m.get("status")),
+            str(d.get("state") or "-"),
+            str(d.get("slurm_job_id") or "-"),
+            str(d.get("node_list") or "-"),
+            _elapsed(d),
+            _last_step(paths),
+            str(d.get("reason") or ""),
+        )
+    return t
+
+
+def wait(runs: list[RunPaths], timeout_s: float | None = None, poll_s: float = 1.0) -> list[str]:
+    """Poll until no run is `running` (live table on a terminal); return the final statuses."""
+    from rich.console import Console
+    from rich.live import Live
+
+    console = Console()
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    rows = [(p, reconcile(p)) for p in runs]
+    with Live(table(rows, "jobs"), console=console, refresh_per_second=2, transient=False) as live:
+        while any(m.get("status") == "running" for _, m in rows):
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            time.sleep(poll_s)
+            rows = [(p, reconcile(p)) for p in runs]
+            live.update(table(rows, "jobs"))
+    return [m.get("status") for _, m in rows]
+
+
+def status_main(argv: list[str] | None = None) -> int:
+    """`python -m bench status EXP [--results DIR]`: every run of an experiment, with Slurm's state."""
+    ap = argparse.ArgumentParser(prog="python -m bench status")
+    ap.add_argument(
+        "experiment", help="experiment name (results/<experiment>/) or a results/<experiment> path"
+    )
+    ap.add_argument("--results", default=None, help="results directory (default: cluster's results_dir)")
+    ap.add_argument("--cluster", default=None, help="cluster whose slurm.conf to ask (e.g. testbed)")
+    args = ap.parse_args(argv)
+    exp = Path(args.experiment)
+    base = exp.parent if exp.parent != Path(".") else Path(args.results or rundir.REPO / "results")
+    if args.cluster:
+        from bench.config import compose
+        from bench.launch import slurm_env
+
+        slurm_env(compose([f"cluster={args.cluster}"]))
+    runs = rundir.run_dirs(base, exp.name)
+    if not runs:
+        print(f"{base / exp.name}: no run directories with a manifest.json", file=sys.stderr)
+        return 1
+    from rich.console import Console
+
+    Console().print(table([(p, reconcile(p)) for p in runs], f"{exp.name}: {len(runs)} runs"))
+    return 0

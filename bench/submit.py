@@ -1,0 +1,136 @@
+"""Submission through submitit: sbatch parameters from conf/cluster, job arrays, local in-process.
+
+Every job gets whole nodes (`--exclusive`), `nodes` from its framework layout and
+`--gpus-per-node=<type>:<n>`; partition, account, QoS, time, constraint and the container come
+from conf/cluster/<name>.yaml. The submitted callable runs in the batch step (`use_srun=False`):
+it starts its own `srun` steps per role (native) or the emulator (emulate). Jobs with the same
+resource request are one job array (submitit's `executor.batch()`).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from itertools import groupby
+from pathlib import Path
+from typing import Any
+
+import submitit
+from submitit.slurm.slurm import _make_sbatch_string
+
+from bench import rundir
+from bench.job import BenchJob
+from bench.trace import RunPaths
+
+
+def sbatch_params(cfg: Any, nodes: int, job_name: str) -> dict[str, Any]:
+    """submitit SlurmExecutor parameters of one job (sorted into #SBATCH lines by submitit)."""
+    c = cfg.cluster
+    gres = f"{c.gpu_type}:{c.gpus_per_node}" if c.gpu_type else c.gpus_per_node
+    params: dict[str, Any] = {
+        "job_name": job_name,
+        "nodes": nodes,
+        "ntasks_per_node": 1,
+        "gpus_per_node": gres,
+        "time": int(c.time_min),
+        "use_srun": False,  # the job places its own srun steps per role
+        "stderr_to_stdout": True,
+        "setup": list(c.setup),
+        # Timeouts: USR2 this many seconds before the limit -> BenchJob.checkpoint -> requeue
+        "signal_delay_s": min(90, int(c.time_min) * 60 // 4),
+    }
+    for key in ("partition", "account", "qos", "constraint"):
+        if getattr(c, key):
+            params[key] = getattr(c, key)
+    if c.exclusive:
+        params["exclusive"] = True
+    if c.cpus_per_task:
+        params["cpus_per_task"] = int(c.cpus_per_task)
+    kind, image = c.container.kind, c.container.image or cfg.framework.container
+    if kind == "pyxis":
+        extra = {"container-image": image}
+        if c.container.mounts:
+            extra["container-mounts"] = ",".join(c.container.mounts)
+        params["additional_parameters"] = extra
+    return params
+
+
+def python_command(cfg: Any) -> str:
+    """The interpreter submitit runs the job with; Apptainer wraps it in `apptainer exec`."""
+    c = cfg.cluster.container
+    if c.kind != "apptainer":
+        return shlex.quote(sys.executable)
+    image = c.image or cfg.framework.container
+    binds = ["--bind", ",".join(c.mounts)] if c.mounts else []
+    return shlex.join(["apptainer", "exec", "--nv", *binds, image, "python"])
+
+
+def _group_key(p: Any) -> tuple:
+    params = sbatch_params(p.cfg, p.nodes, "")
+    return (repr(sorted(params.items())), python_command(p.cfg), p.cfg.cluster.name)
+
+
+def submit(plans: list[Any], dry_run: bool = False) -> list[RunPaths]:
+    """Prepare every run directory, then submit (or, dry, only write launch/submit.sbatch)."""
+    from bench.launch import prepare, slurm_env
+
+    runs = [prepare(p) for p in plans]
+    for _, group_iter in groupby(sorted(plans, key=_group_key), key=_group_key):
+        group = list(group_iter)
+        cfg = group[0].cfg
+        slurm_env(cfg)
+        if cfg.cluster.executor == "local":
+            _write_sbatch(group, folder=None)
+            if not dry_run:
+                _run_local(group)
+            continue
+        folder = Path(
+            cfg.results_dir if Path(cfg.results_dir).is_absolute() else rundir.REPO / cfg.results_dir
+        )
+        folder = folder / cfg.experiment.name / ".submitit"
+        _write_sbatch(group, folder)
+        if not dry_run:
+            _submit_slurm(group, folder)
+    return runs
+
+
+def _write_sbatch(group: list[Any], folder: Path | None) -> None:
+    """launch/submit.sbatch: the batch script submitit submits for this job (arrays: per member)."""
+    cfg = group[0].cfg
+    params = sbatch_params(cfg, group[0].nodes, f"bench-{cfg.experiment.name}")
+    command = f"{python_command(cfg)} -u -m submitit.core._submit {shlex.quote(str(folder or '.'))}"
+    text = _make_sbatch_string(
+        command=command,
+        folder=str(folder or "."),
+        map_count=len(group) if len(group) > 1 else None,
+        **params,
+    )
+    for p in group:
+        (p.paths.launch / "submit.sbatch").write_text(text)
+
+
+def _submit_slurm(group: list[Any], folder: Path) -> None:
+    cfg = group[0].cfg
+    ex = submitit.SlurmExecutor(folder=folder, python=python_command(cfg))
+    ex.update_parameters(**sbatch_params(cfg, group[0].nodes, f"bench-{cfg.experiment.name}"))
+    submitted_at = rundir.now_iso()
+    with ex.batch():
+        jobs = [ex.submit(BenchJob(), str(p.paths.root)) for p in group]
+    for p, job in zip(group, jobs, strict=True):
+        main_id, _, index = job.job_id.partition("_")
+        rundir.update(
+            p.paths,
+            state="PENDING",
+            slurm_job_id=job.job_id,
+            array_job_id=main_id if index else None,
+            array_index=int(index) if index else None,
+            submitted_at=submitted_at,
+            submitit_log=str(job.paths.stdout),
+        )
+
+
+def _run_local(group: list[Any]) -> None:
+    """cluster.executor=local: the same callable, in this process (a laptop has no queue)."""
+    for p in group:
+        rundir.update(p.paths, state="PENDING", submitted_at=rundir.now_iso())
+        BenchJob()(str(p.paths.root))

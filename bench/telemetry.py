@@ -1,0 +1,99 @@
+"""1-s GPU telemetry of native runs: nvidia-smi on every node of the allocation -> trace/gpu.parquet.
+
+One `srun --overlap` step with one task per node runs
+`nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used,power.draw --format=csv,noheader,nounits -l 1`
+into logs/gpu-<node>.csv (outside Slurm: on this host only). Stopping the step and merging the CSVs
+gives one row per (second, node, GPU) in the GPU_SCHEMA of bench.trace. Without nvidia-smi (the
+testbed, a laptop) nothing is sampled and no gpu.parquet is written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import signal
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from bench.trace import RunPaths, write_gpu
+
+QUERY = "timestamp,index,utilization.gpu,memory.used,power.draw"
+NVSMI = ["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits", "-l", "1"]
+
+
+def sampler_argv(logs: Path, in_slurm: bool) -> list[str]:
+    """argv of the sampler: one srun step over every node (Slurm) or nvidia-smi itself (local)."""
+    if not in_slurm:
+        return NVSMI
+    inner = " ".join(NVSMI) + f' > "{logs}/gpu-$SLURMD_NODENAME.csv"'
+    return ["srun", "--overlap", "--ntasks-per-node=1", "--kill-on-bad-exit=0", "bash", "-c", inner]
+
+
+def start_sampler(paths: RunPaths) -> subprocess.Popen | None:
+    """Start sampling (returns None when this machine has no nvidia-smi)."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    in_slurm = "SLURM_JOB_ID" in os.environ
+    out = (
+        subprocess.DEVNULL if in_slurm else open(paths.logs / f"gpu-{socket.gethostname()}.csv", "ab")  # noqa: SIM115 - owned by the child
+    )
+    return subprocess.Popen(sampler_argv(paths.logs, in_slurm), stdout=out, start_new_session=True)
+
+
+def stop_sampler(proc: subprocess.Popen | None, paths: RunPaths, t0_epoch_s: float) -> int:
+    """Stop the sampler and write trace/gpu.parquet from logs/gpu-*.csv; return the rows written."""
+    if proc is None:
+        return 0
+    proc.send_signal(signal.SIGINT)  # srun cancels its step on SIGINT; nvidia-smi exits on it
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    rows = []
+    for csv in sorted(paths.logs.glob("gpu-*.csv")):
+        rows += parse_nvidia_smi(csv.read_text(errors="replace"), csv.stem.removeprefix("gpu-"), t0_epoch_s)
+    if rows:
+        write_gpu(paths.gpu, rows)
+    return len(rows)
+
+
+def _number(text: str) -> float | None:
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        return None  # "[N/A]", "[Not Supported]"
+
+
+def parse_nvidia_smi(text: str, node: str, t0_epoch_s: float) -> list[dict[str, Any]]:
+    """Rows of GPU_SCHEMA from `nvidia-smi --query-gpu=QUERY --format=csv,noheader,nounits` output.
+
+    `t_s` is seconds since `t0_epoch_s` (the run's start, Unix time); the timestamp column is the
+    node's local time 'YYYY/MM/DD HH:MM:SS.mmm'. Lines that do not parse (a cut-off last line)
+    are skipped.
+    """
+    rows = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 5:
+            continue
+        try:
+            stamp = dt.datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+            gpu = int(parts[1])
+        except ValueError:
+            continue
+        rows.append(
+            {
+                "t_s": stamp - t0_epoch_s,
+                "node": node,
+                "gpu": gpu,
+                "util_pct": _number(parts[2]),
+                "mem_used_mb": _number(parts[3]),
+                "power_w": _number(parts[4]),
+            }
+        )
+    return rows
