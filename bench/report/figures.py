@@ -1,0 +1,360 @@
+"""Seaborn figures of the comparison: one figure per kind, every run in it.
+
+Each `fig_*` function returns a matplotlib Figure or raises `Omitted(reason)` when its data is
+absent, so the report states why a figure is missing instead of drawing an empty one. Titles
+say whether the numbers are measured, emulated or both.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display; must precede pyplot
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from bench.report.load import MATCH_TOLERANCE, Run, matching_point  # noqa: E402
+from bench.report.series import BREAKDOWN, Series  # noqa: E402
+
+DPI = 90
+LEGEND_MAX = 12  # more runs than this: no legend (colours follow the sweep value instead)
+
+
+class Omitted(Exception):
+    """The figure's data is absent; the message is the reason shown in the report."""
+
+
+@dataclass
+class Figure:
+    """One rendered (or omitted) figure of the report."""
+
+    name: str
+    title: str
+    caption: str = ""
+    png_b64: str = ""  # embedded in index.html
+    files: list[str] = field(default_factory=list)  # PNG and SVG beside it
+    omitted: str = ""  # reason, when not drawn
+
+
+@dataclass
+class Ctx:
+    """What every figure function receives."""
+
+    runs: list[Run]
+    series: list[Series]
+    summary: pd.DataFrame
+    colors: dict[str, tuple[float, float, float]]
+    caption: str = ""  # a figure function may set the caption of its own figure
+
+    def pairs(self) -> list[tuple[Run, Series]]:
+        return list(zip(self.runs, self.series, strict=True))
+
+    def mode_tag(self) -> str:
+        modes = {"measured" if r.manifest["mode"] == "native" else "emulated" for r in self.runs}
+        return " + ".join(sorted(modes, reverse=True))
+
+
+def _colors(runs: list[Run]) -> dict[str, tuple[float, float, float]]:
+    labels = [r.label for r in runs]
+    pal = sns.color_palette("tab10" if len(labels) <= 10 else "viridis", len(labels))
+    return dict(zip(labels, pal, strict=True))
+
+
+def _legend(ax: plt.Axes, ctx: Ctx) -> None:
+    if len(ctx.runs) <= LEGEND_MAX and ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="upper left", framealpha=0.8)  # "best" costs a search per draw
+    elif ax.get_legend():
+        ax.get_legend().remove()
+
+
+def _line(
+    ax: plt.Axes, d: pd.DataFrame, x: str, y: str, color, label: str, ls: str = "-", lw: float = 1.2
+) -> None:
+    """One run's series: plain ax.plot (seaborn's lineplot would re-aggregate what is already binned)."""
+    d = d[[x, y]].dropna()
+    ax.plot(d[x].to_numpy(), d[y].to_numpy(), color=color, ls=ls, lw=lw, label=label)
+
+
+def _lines(ax: plt.Axes, ctx: Ctx, x: str, y: str, ls: str = "-", suffix: str = "") -> int:
+    """One line per run with data in column y of its step series; returns how many were drawn."""
+    n = 0
+    for run, s in ctx.pairs():
+        if s.steps is None or not s.steps[y].notna().any() or not s.steps[x].notna().any():
+            continue
+        _line(ax, s.steps, x, y, ctx.colors[run.label], run.label + suffix, ls)
+        n += 1
+    return n
+
+
+def fig_queue_health(ctx: Ctx) -> plt.Figure:
+    has_depth = any(
+        s.production is not None and s.production["queue_depth"].notna().any() for s in ctx.series
+    )
+    fig, axes = plt.subplots(1, 2 if has_depth else 1, figsize=(11 if has_depth else 7, 3.6), squeeze=False)
+    ax = axes[0, 0]
+    n = _lines(ax, ctx, "t_end_s", "consumption_per_s", "-", " consumed")
+    for run, s in ctx.pairs():
+        if s.production is not None:
+            _line(
+                ax,
+                s.production,
+                "t_s",
+                "production_per_s",
+                ctx.colors[run.label],
+                run.label + " produced",
+                "--",
+                1.0,
+            )
+            n += 1
+        elif s.steps is not None and s.steps["production_per_s"].notna().any():
+            _line(
+                ax,
+                s.steps,
+                "t_end_s",
+                "production_per_s",
+                ctx.colors[run.label],
+                run.label + " produced",
+                "--",
+                1.0,
+            )
+    if n == 0:
+        plt.close(fig)
+        raise Omitted("no run has step times and sample counts (steps.parquet t_end_s, step_s, samples)")
+    ax.set(
+        xlabel="wall time (s)", ylabel="samples / s (wall clock)", title="production (dashed) vs consumption"
+    )
+    _legend(ax, ctx)
+    if has_depth:
+        ax2 = axes[0, 1]
+        for run, s in ctx.pairs():
+            if s.production is not None and s.production["queue_depth"].notna().any():
+                _line(ax2, s.production, "t_s", "queue_depth", ctx.colors[run.label], run.label)
+        ax2.set(xlabel="wall time (s)", ylabel="rollouts waiting", title="queue depth")
+        _legend(ax2, ctx)
+    ctx.caption = (
+        "Consumption: samples trained per step ÷ step wall time. Production: finished rollouts per second "
+        "(rollouts.parquet), or (samples + filtered + discarded) ÷ step time where no rollout trace exists."
+        + ("" if has_depth else " Queue depth omitted: no run has rollouts.parquet with finish times.")
+    )
+    return fig
+
+
+def fig_step_breakdown(ctx: Ctx) -> plt.Figure:
+    rows = [(r.label, s.breakdown) for r, s in ctx.pairs() if s.breakdown]
+    if not rows:
+        raise Omitted("no run reports wait_s / logprob_s / compute_s / sync_s in steps.parquet")
+    df = pd.DataFrame(
+        [{k: b.get(k, 0.0) for k in BREAKDOWN} for _, b in rows], index=[lbl for lbl, _ in rows]
+    )
+    fig, ax = plt.subplots(figsize=(8, 1.5 + 0.32 * len(df)))
+    left = np.zeros(len(df))
+    names = {
+        "wait_s": "idle (waiting for data)",
+        "logprob_s": "log-prob",
+        "compute_s": "compute",
+        "sync_s": "weight sync",
+    }
+    for k, color in zip(BREAKDOWN, sns.color_palette("Set2", 4), strict=True):
+        ax.barh(df.index, df[k], left=left, color=color, label=names[k])
+        left += df[k].fillna(0).to_numpy()
+    ax.invert_yaxis()
+    ax.set(xlabel="seconds per trainer step (steady-state mean)")
+    ax.legend(fontsize=7, ncol=4, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+    ctx.caption = "Mean over each run's steady-state window (metrics.json window). Missing parts count as 0."
+    return fig
+
+
+def fig_idle(ctx: Ctx) -> plt.Figure:
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.6), sharey=True)
+    n1 = _lines(a1, ctx, "step", "trainer_idle")
+    n2 = _lines(a2, ctx, "step", "generator_idle")
+    if n1 + n2 == 0:
+        plt.close(fig)
+        raise Omitted("no run has wait_s or gen_s with step_s in steps.parquet")
+    a1.set(
+        xlabel="trainer step",
+        ylabel="fraction of step",
+        title="trainer idle (wait_s ÷ step_s)",
+        ylim=(0, 1.02),
+    )
+    a2.set(xlabel="trainer step", title="generator idle (1 − gen_s ÷ step_s)")
+    _legend(a1, ctx)
+    _legend(a2, ctx)
+    ctx.caption = "" if n2 else "Generator idle not drawn: no run reports gen_s."
+    return fig
+
+
+def fig_staleness(ctx: Ctx) -> plt.Figure:
+    by_fw: dict[str, pd.Series] = {}
+    sources = set()
+    for run, s in ctx.pairs():
+        if s.staleness is not None and len(s.staleness):
+            fw = run.manifest["framework"]
+            by_fw[fw] = by_fw[fw].add(s.staleness, fill_value=0) if fw in by_fw else s.staleness.astype(float)
+            sources.add(s.staleness_source)
+    if not by_fw:
+        raise Omitted(
+            "no rollouts.parquet with step_consumed/policy_version_start and no staleness_mean per step"
+        )
+    long = pd.concat(
+        [
+            pd.DataFrame({"versions behind": c.index, "share": c.to_numpy() / c.sum(), "framework": fw})
+            for fw, c in by_fw.items()
+        ]
+    )
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    sns.barplot(data=long, x="versions behind", y="share", hue="framework", ax=ax)
+    ax.set(ylabel="share of trained rollouts", title="staleness per framework")
+    ctx.caption = "Source: " + "; ".join(sorted(sources)) + ". All runs of a framework pooled."
+    return fig
+
+
+def fig_waste(ctx: Ctx) -> plt.Figure:
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.6))
+    n1 = _lines(a1, ctx, "step", "discarded_samples")
+    n2 = _lines(a2, ctx, "step", "filtered_samples")
+    if n1 + n2 == 0:
+        plt.close(fig)
+        raise Omitted("no run reports discarded_samples or filtered_samples in steps.parquet")
+    a1.set(xlabel="trainer step", ylabel="rollouts", title="discarded (oversampling / staleness)")
+    a2.set(xlabel="trainer step", ylabel="rollouts", title="filtered (zero-advantage groups)")
+    _legend(a1, ctx)
+    _legend(a2, ctx)
+    return fig
+
+
+def fig_response_length(ctx: Ctx) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    if _lines(ax, ctx, "step", "response_len") == 0:
+        plt.close(fig)
+        raise Omitted("no run reports response_tokens and samples in steps.parquet")
+    ax.set(
+        xlabel="trainer step", ylabel="tokens per trained sample", title="response length (the moving target)"
+    )
+    _legend(ax, ctx)
+    return fig
+
+
+def fig_cost(ctx: Ctx) -> plt.Figure:
+    df = ctx.summary
+    long = pd.concat(
+        [
+            pd.DataFrame({"run": [r.label for r in ctx.runs], "$ / M tokens": df[k], "price": name})
+            for k, name in [
+                ("cost_per_mtok_usd", "own hardware (TCO)"),
+                ("tinker_equiv_per_mtok_usd", "Tinker equivalent"),
+            ]
+        ]
+    ).dropna()
+    if long.empty:
+        raise Omitted("no run has cost_per_mtok_usd or tinker_equiv_per_mtok_usd in metrics.json")
+    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.4 * long["run"].nunique()))
+    sns.barplot(data=long, y="run", x="$ / M tokens", hue="price", ax=ax, orient="h")
+    ax.set(ylabel="", title="cost per million trained tokens")
+    return fig
+
+
+def fig_sweep(ctx: Ctx) -> plt.Figure:
+    df = ctx.summary.dropna(subset=["sweep_value"])
+    df = df[df.groupby("framework")["sweep_value"].transform("nunique") >= 2]
+    if df.empty:
+        raise Omitted("not a sweep: no framework has runs at two or more values of a numeric swept key")
+    key = ctx.summary["sweep"].iloc[0].split(",")[0].split("=")[0]
+    panels = [
+        ("trainer_idle_frac", "trainer idle", 100),
+        ("staleness_mean", "staleness mean (versions)", 1),
+        ("cost_per_mtok_usd", "$ / M tokens", 1),
+    ]
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    for ax, (col, name, scale) in zip(axes, panels, strict=True):
+        d = df.assign(v=df[col] * scale).dropna(subset=["v"])
+        if d.empty:
+            ax.text(0.5, 0.5, f"{col}: not reported", ha="center", va="center", transform=ax.transAxes)
+        else:
+            sns.lineplot(data=d, x="sweep_value", y="v", hue="framework", marker="o", ax=ax, estimator=None)
+            for _, g in d.groupby("framework"):
+                i = matching_point(g)
+                if i is not None:
+                    ax.scatter(
+                        g.loc[i, "sweep_value"], g.loc[i, "v"], s=160, marker="*", color="black", zorder=5
+                    )
+        ax.set(xlabel=key, ylabel=name + (" (%)" if scale == 100 else ""), title=name)
+    ctx.caption = (
+        f"Swept key: {key}. ★ marks each framework's throughput-matching point: production ÷ "
+        f"consumption closest to 1 (within {MATCH_TOLERANCE} in log), then the lowest $ / M tokens."
+    )
+    return fig
+
+
+def fig_gpu(ctx: Ctx) -> plt.Figure:
+    runs = [(r, s) for r, s in ctx.pairs() if s.gpu is not None]
+    if not runs:
+        raise Omitted("no run has GPU telemetry (trace/gpu.parquet is written by native runs only)")
+    energy = ctx.summary["energy_wh"].notna().any()
+    fig, axes = plt.subplots(1, 2 if energy else 1, figsize=(11 if energy else 7, 3.6), squeeze=False)
+    for r, s in runs:
+        _line(axes[0, 0], s.gpu, "t_s", "util_pct", ctx.colors[r.label], r.label)
+    axes[0, 0].set(
+        xlabel="wall time (s)", ylabel="GPU utilisation (%), mean over devices", title="GPU utilisation"
+    )
+    _legend(axes[0, 0], ctx)
+    if energy:
+        d = pd.DataFrame({"run": [r.label for r in ctx.runs], "Wh": ctx.summary["energy_wh"]}).dropna()
+        sns.barplot(data=d, y="run", x="Wh", ax=axes[0, 1], orient="h")
+        axes[0, 1].set(ylabel="", title="energy (Wh)")
+    return fig
+
+
+FIGURES: list[tuple[str, str, Callable[[Ctx], plt.Figure]]] = [
+    ("queue_health", "Queue health over time", fig_queue_health),
+    ("step_breakdown", "Where a trainer step goes", fig_step_breakdown),
+    ("idle", "Trainer and generator idle over steps", fig_idle),
+    ("staleness", "Staleness histogram", fig_staleness),
+    ("waste", "Discarded and filtered rollouts per step", fig_waste),
+    ("response_length", "Response length over steps", fig_response_length),
+    ("cost", "Cost per million tokens", fig_cost),
+    ("sweep", "Throughput-matching curve", fig_sweep),
+    ("gpu", "GPU utilisation and energy", fig_gpu),
+]
+
+
+def render_all(runs: list[Run], series: list[Series], summary: pd.DataFrame, out_dir: Path) -> list[Figure]:
+    """Draw every figure kind into out_dir/figures/<name>.{png,svg}; omitted ones carry a reason."""
+    sns.set_theme(style="whitegrid", context="paper")
+    fig_dir = out_dir / "figures"
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    ctx = Ctx(runs, series, summary, _colors(runs))
+    out = []
+    for name, title, fn in FIGURES:
+        ctx.caption = ""
+        tagged = f"{title} ({ctx.mode_tag()})"
+        try:
+            fig = fn(ctx)
+        except Omitted as e:
+            out.append(Figure(name, tagged, omitted=str(e)))
+            continue
+        fig.suptitle(tagged, fontsize=10)
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=DPI)
+        (fig_dir / f"{name}.png").write_bytes(buf.getvalue())
+        fig.savefig(fig_dir / f"{name}.svg", format="svg")
+        plt.close(fig)
+        out.append(
+            Figure(
+                name,
+                tagged,
+                ctx.caption,
+                base64.b64encode(buf.getvalue()).decode("ascii"),
+                [f"figures/{name}.png", f"figures/{name}.svg"],
+            )
+        )
+    return out

@@ -1,0 +1,317 @@
+"""Run directories -> one summary DataFrame with a declared column schema.
+
+The report reads only the run-directory contract (ARCHITECTURE.md): manifest.json and
+metrics.json here; trace/*.parquet in `series.py`. A run without metrics.json (failed before
+metrics, or never finished) still gets a row: every metric is null and `missing` says why,
+so the table shows "not reported" with the reason, never 0.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bench.trace import RunPaths
+
+
+class ReportError(ValueError):
+    """An input the report cannot use; the message names the path and what was expected."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """One metric column of the summary table.
+
+    `better` is "higher", "lower", "one" (closest to 1 is best) or None (no ranking: the value
+    depends on run length or is another convention's figure). `scale` turns the stored unit
+    into the displayed one (fractions -> percent).
+    """
+
+    key: str
+    label: str
+    unit: str
+    better: str | None
+    scale: float = 1.0
+    digits: int = 2
+
+
+# The table of issue 6, in order. Keys are metrics.json names except `prod_cons_ratio` and
+# `tinker_ratio`, which the report derives from two metrics of the same run when metrics.json
+# lacks them.
+METRIC_COLUMNS: list[Column] = [
+    Column("trajectories_per_s", "Trajectories/s", "1/s", "higher"),
+    # Production alone is not ranked: producing faster than the trainer consumes only ages
+    # samples in the queue. The ratio column ranks the match instead.
+    Column("production_samples_per_s", "Production", "samples/s", None),
+    Column("consumption_samples_per_s", "Consumption", "samples/s", "higher"),
+    Column("prod_cons_ratio", "Production ÷ consumption", "", "one"),
+    Column("trainer_idle_frac", "Trainer idle", "%", "lower", 100.0, 1),
+    Column("mfu", "MFU (suite)", "%", "higher", 100.0, 1),
+    # The framework's own MFU uses its own FLOPs convention: shown beside, never ranked.
+    Column("mfu_native", "MFU (native)", "%", None, 100.0, 1),
+    Column("oversampling_waste", "Oversampling waste", "%", "lower", 100.0, 1),
+    Column("zero_advantage_frac", "Zero-advantage waste", "%", "lower", 100.0, 1),
+    Column("staleness_mean", "Staleness mean", "versions", "lower"),
+    Column("staleness_max", "Staleness max", "versions", "lower", 1.0, 0),
+    Column("trained_tokens", "Trained tokens", "tokens", None, 1.0, 0),
+    Column("generated_tokens", "Generated tokens", "tokens", None, 1.0, 0),
+    Column("gpu_hours", "GPU-hours", "GPU·h", "lower", 1.0, 2),
+    Column("cost_per_mtok_usd", "$ / M tokens", "USD", "lower", 1.0, 3),
+    Column("tinker_equiv_per_mtok_usd", "Tinker $ / M tokens", "USD", None, 1.0, 3),
+    # bench.metrics's definition: own $/M tokens over Tinker's (< 1: own hardware is cheaper).
+    Column("tinker_ratio", "Own cost ÷ Tinker", "×", "lower", 1.0, 2),
+]
+
+# Every metrics.json number the CSV carries (ARCHITECTURE.md + the metrics contract).
+METRIC_KEYS = [
+    "wall_s",
+    "steady_step_s",
+    "trajectories_per_s",
+    "production_samples_per_s",
+    "consumption_samples_per_s",
+    "trainer_idle_frac",
+    "mfu",
+    "mfu_wall",
+    "mfu_native",
+    "oversampling_waste",
+    "token_waste",
+    "zero_advantage_frac",
+    "staleness_mean",
+    "staleness_max",
+    "trained_tokens",
+    "generated_tokens",
+    "gpu_hours",
+    "cost_per_mtok_usd",
+    "tinker_equiv_per_mtok_usd",
+    "goodput_tokens_per_s",
+    "energy_wh",
+]
+DERIVED_KEYS = ["prod_cons_ratio", "tinker_ratio"]
+MATCH_TOLERANCE = 0.05  # |log(production / consumption)| within this of the best counts as matched
+
+# Identity columns of the summary, with their dtypes; then one float64 per metric.
+ID_COLUMNS: dict[str, str] = {
+    "run_id": "string",
+    "experiment": "string",
+    "framework": "string",
+    "framework_version": "string",
+    "mode": "string",  # native | emulated
+    "status": "string",  # completed | failed | partial | running
+    "sweep": "string",  # "key=value, ..." over the keys that differ between a framework's runs
+    "sweep_value": "float64",  # numeric value of the first swept key (NaN when none / not numeric)
+    "path": "string",
+}
+SUMMARY_SCHEMA: dict[str, str] = ID_COLUMNS | {k: "float64" for k in METRIC_KEYS + DERIVED_KEYS}
+
+# Resolved-config keys that differ between runs for reasons other than a sweep.
+_NOT_SWEPT = ("framework.", "results_dir", "experiment.frameworks", "hydra.", "run_id")
+
+
+@dataclass
+class Run:
+    """One run directory as the report sees it."""
+
+    paths: RunPaths
+    manifest: dict[str, Any]
+    metrics: dict[str, Any]  # {} when metrics.json is absent
+    missing: dict[str, str]  # metric -> reason it is null
+
+    @property
+    def run_id(self) -> str:
+        return str(self.manifest.get("run_id") or self.paths.root.name)
+
+    @property
+    def label(self) -> str:
+        """Short name for legends: framework, plus the sweep point when there is one."""
+        sweep = self.manifest.get("_sweep_label") or ""
+        return f"{self.manifest['framework']} {sweep}".strip()
+
+
+def discover(result_dirs: list[Path | str]) -> list[Path]:
+    """Run directories under each argument: the directory itself if it holds manifest.json,
+    else every descendant (up to three levels) that does. Sorted, deduplicated."""
+    found: list[Path] = []
+    for d in map(Path, result_dirs):
+        if not d.is_dir():
+            raise ReportError(f"{d}: not a directory (expected a run directory or results/<experiment>)")
+        if (d / "manifest.json").is_file():
+            found.append(d)
+            continue
+        hits = [p.parent for depth in ("*", "*/*", "*/*/*") for p in d.glob(f"{depth}/manifest.json")]
+        if not hits:
+            raise ReportError(
+                f"{d}: no manifest.json in it or below (expected results/<experiment>/<run_id>/)"
+            )
+        found += hits
+    return sorted({p.resolve() for p in found})
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        obj = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ReportError(f"{path}: not valid JSON ({e})") from e
+    if not isinstance(obj, dict):
+        raise ReportError(f"{path}: expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def load_run(root: Path) -> Run:
+    """Read one run's manifest.json and metrics.json (absent metrics -> reasons in `missing`)."""
+    paths = RunPaths(Path(root))
+    manifest = _read_json(paths.manifest)
+    for key in ("framework", "mode", "status"):
+        if key not in manifest:
+            raise ReportError(f"{paths.manifest}: key {key!r} missing (see bench/trace.py MANIFEST_REQUIRED)")
+    if paths.metrics.is_file():
+        metrics = _read_json(paths.metrics)
+        missing = {str(k): str(v) for k, v in (metrics.get("missing") or {}).items()}
+        for k in METRIC_KEYS:
+            if metrics.get(k) is None and k not in missing:
+                missing[k] = "absent from metrics.json"
+    else:
+        metrics = {}
+        why = f"no metrics.json (run status: {manifest['status']}"
+        why += f": {manifest['reason']})" if manifest.get("reason") else ")"
+        missing = {k: why for k in METRIC_KEYS}
+    return Run(paths, manifest, metrics, missing)
+
+
+def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(obj, dict):
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            out |= _flatten(v, f"{prefix}{k}.")
+        return out
+    return {prefix[:-1]: json.dumps(obj, sort_keys=True) if isinstance(obj, list) else obj}
+
+
+def resolved_config(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The resolved config a manifest carries (under `config` or `resolved_config`), or {}."""
+    cfg = manifest.get("config") or manifest.get("resolved_config") or {}
+    return cfg if isinstance(cfg, dict) else {}
+
+
+def sweep_keys(runs: list[Run]) -> list[str]:
+    """Config keys that take more than one value among the runs of any one framework.
+
+    An explicit `manifest["sweep"]` ({key: value}) wins; otherwise resolved configs are
+    compared (framework-specific keys excluded: they differ across frameworks by design).
+    """
+    explicit = sorted({k for r in runs for k in (r.manifest.get("sweep") or {})})
+    if explicit:
+        return explicit
+    by_fw: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        by_fw.setdefault(r.manifest["framework"], []).append(_flatten(resolved_config(r.manifest)))
+    keys: set[str] = set()
+    for flats in by_fw.values():
+        for k in set().union(*flats) if flats else ():
+            if k.startswith(_NOT_SWEPT) or k.endswith(".name"):
+                continue
+            if len({repr(f.get(k)) for f in flats}) > 1:
+                keys.add(k)
+    return sorted(keys)
+
+
+def _sweep_values(run: Run, keys: list[str]) -> dict[str, Any]:
+    explicit = run.manifest.get("sweep") or {}
+    flat = _flatten(resolved_config(run.manifest))
+    return {k: explicit.get(k, flat.get(k)) for k in keys}
+
+
+def _ratio(num: Any, den: Any) -> float:
+    try:
+        num, den = float(num), float(den)
+    except (TypeError, ValueError):
+        return float("nan")
+    return num / den if den > 0 else float("nan")
+
+
+def summarize(runs: list[Run]) -> pd.DataFrame:
+    """One row per run, columns exactly SUMMARY_SCHEMA (asserted), sorted by framework then sweep."""
+    keys = sweep_keys(runs)
+    rows = []
+    for r in runs:
+        values = _sweep_values(r, keys)
+        label = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in values.items())
+        r.manifest["_sweep_label"] = label
+        first = next(iter(values.values()), None)
+        m = r.metrics
+        row: dict[str, Any] = {
+            "run_id": r.run_id,
+            "experiment": str(r.manifest.get("experiment", "")),
+            "framework": str(r.manifest["framework"]),
+            "framework_version": str(r.manifest.get("framework_version", "")),
+            "mode": str(r.manifest["mode"]),
+            "status": str(r.manifest["status"]),
+            "sweep": label,
+            "sweep_value": float(first)
+            if isinstance(first, int | float) and not isinstance(first, bool)
+            else None,
+            "path": str(r.paths.root),
+        }
+        for k in METRIC_KEYS:
+            v = m.get(k)
+            row[k] = float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+        row["prod_cons_ratio"] = _ratio(m.get("production_samples_per_s"), m.get("consumption_samples_per_s"))
+        tr = m.get("tinker_ratio")
+        row["tinker_ratio"] = (
+            float(tr)
+            if isinstance(tr, int | float)
+            else _ratio(m.get("cost_per_mtok_usd"), m.get("tinker_equiv_per_mtok_usd"))
+        )
+        for d, (a, b) in {
+            "prod_cons_ratio": ("production_samples_per_s", "consumption_samples_per_s"),
+            "tinker_ratio": ("cost_per_mtok_usd", "tinker_equiv_per_mtok_usd"),
+        }.items():
+            if row[d] != row[d]:
+                r.missing[d] = r.missing.get(a) or r.missing.get(b) or f"{a} / {b} not computable"
+        rows.append(row)
+    df = pd.DataFrame(rows, columns=list(SUMMARY_SCHEMA)).astype(SUMMARY_SCHEMA)
+    df = df.sort_values(["framework", "sweep_value", "sweep", "run_id"], kind="stable").reset_index(drop=True)
+    check_schema(df)
+    return df
+
+
+def matching_point(group: pd.DataFrame) -> Any:
+    """Index of a framework's throughput-matching run in a sweep, or None.
+
+    Production closest to consumption (smallest |log(production / consumption)|); among runs
+    within MATCH_TOLERANCE of that, the cheapest ($/M tokens), else the least stale. Delivered
+    production cannot exceed consumption, so every over-provisioned run matches: the
+    tie-break picks the one that wastes least.
+    """
+    g = group.dropna(subset=["prod_cons_ratio"])
+    g = g[g["prod_cons_ratio"] > 0]
+    if g.empty:
+        return None
+    dist = g["prod_cons_ratio"].map(lambda v: abs(math.log(v)))
+    near = g[dist <= dist.min() + MATCH_TOLERANCE]
+    for key in ("cost_per_mtok_usd", "staleness_mean"):
+        if near[key].notna().any():
+            return near[key].idxmin()
+    return dist.idxmin()
+
+
+def check_schema(df: pd.DataFrame) -> None:
+    """Assert the summary has exactly the declared columns and dtypes (a drift fails loudly)."""
+    got = {c: str(t) for c, t in df.dtypes.items()}
+    want = {c: str(pd.Series([], dtype=t).dtype) for c, t in SUMMARY_SCHEMA.items()}
+    if got != want:
+        diff = {c: (got.get(c), want.get(c)) for c in set(got) | set(want) if got.get(c) != want.get(c)}
+        raise ReportError(f"summary columns differ from SUMMARY_SCHEMA (got, expected): {diff}")
+
+
+def load(result_dirs: list[Path | str]) -> tuple[list[Run], pd.DataFrame]:
+    """Discover and read every run under `result_dirs`; return the runs (in table order) and the summary."""
+    runs = [load_run(p) for p in discover(result_dirs)]
+    df = summarize(runs)
+    order = {p: i for i, p in enumerate(df["path"])}
+    runs.sort(key=lambda r: order[str(r.paths.root)])
+    return runs, df

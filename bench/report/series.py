@@ -1,0 +1,156 @@
+"""Trace files -> small per-run frames for the figures (downsampled, only needed columns).
+
+Each run is read once and reduced at once, so a 100-run sweep never holds every trace:
+steps to at most MAX_POINTS rows, rollouts to a staleness histogram and a production-rate
+series. A trace that breaks the contract is skipped with a warning naming the file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from bench.report.load import Run
+from bench.trace import TraceError, read_rollouts, read_steps
+
+MAX_POINTS = 300  # per run and series: enough for a readable line, cheap to draw
+
+STEP_COLUMNS = [
+    "step",
+    "t_start_s",
+    "t_end_s",
+    "step_s",
+    "wait_s",
+    "gen_s",
+    "logprob_s",
+    "compute_s",
+    "sync_s",
+    "samples",
+    "discarded_samples",
+    "filtered_samples",
+    "response_tokens",
+    "staleness_mean",
+]
+ROLLOUT_COLUMNS = ["step_consumed", "policy_version_start", "t_finish_s", "status"]
+BREAKDOWN = ["wait_s", "logprob_s", "compute_s", "sync_s"]  # parts of a trainer step, seconds
+
+
+@dataclass
+class Series:
+    """What the figures need from one run's trace/ directory."""
+
+    steps: pd.DataFrame | None = None  # per step (binned to <= MAX_POINTS), derived rate columns
+    breakdown: dict[str, float] | None = None  # mean seconds per steady-state step, BREAKDOWN keys
+    production: pd.DataFrame | None = None  # t_s, production_per_s, queue_depth (from rollouts)
+    staleness: pd.Series | None = None  # versions behind -> rollouts trained (from rollouts)
+    staleness_source: str = ""
+    gpu: pd.DataFrame | None = None  # t_s, util_pct, power_w (mean over devices, binned)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _bin(df: pd.DataFrame, by: str, n: int = MAX_POINTS) -> pd.DataFrame:
+    """Mean of every column over n equal-count bins of `by` (no-op when already short)."""
+    if len(df) <= n:
+        return df.reset_index(drop=True)
+    groups = np.arange(len(df)) * n // len(df)
+    return df.groupby(groups).mean(numeric_only=True).reset_index(drop=True)
+
+
+def _window(run: Run, steps: pd.DataFrame) -> pd.DataFrame:
+    w = run.metrics.get("window") or {}
+    lo, hi = w.get("first_step"), w.get("last_step")
+    if lo is None or hi is None:
+        return steps
+    sel = steps[(steps["step"] >= lo) & (steps["step"] <= hi)]
+    return sel if len(sel) else steps
+
+
+def _steps(run: Run, s: Series) -> None:
+    if not run.paths.steps.is_file():
+        return
+    try:
+        df = read_steps(run.paths.steps, columns=STEP_COLUMNS)
+    except TraceError as e:
+        s.warnings.append(f"steps.parquet skipped in figures: {e}")
+        return
+    df = df.sort_values("step").astype("float64")
+    steady = _window(run, df)
+    parts = {k: float(steady[k].mean()) for k in BREAKDOWN if steady[k].notna().any()}
+    if parts:
+        s.breakdown = parts
+    # Rates over wall time, so that production and consumption balance in a steady state.
+    step_s = df["step_s"].where(df["step_s"] > 0)
+    df["consumption_per_s"] = df["samples"] / step_s
+    produced = df[["samples", "filtered_samples", "discarded_samples"]].sum(axis=1, min_count=1)
+    df["production_per_s"] = produced / step_s
+    df["trainer_idle"] = (df["wait_s"] / step_s).clip(0, 1)
+    df["generator_idle"] = (1 - df["gen_s"] / step_s).clip(0, 1)
+    df["response_len"] = df["response_tokens"] / df["samples"].where(df["samples"] > 0)
+    if df["staleness_mean"].notna().any():  # fallback histogram when there is no rollout trace
+        s.staleness = df["staleness_mean"].dropna().round().astype("int64").value_counts().sort_index()
+        s.staleness_source = "steps.parquet: staleness_mean per step (rounded); no per-rollout trace"
+    s.steps = _bin(df, "step")
+
+
+def _rollouts(run: Run, s: Series, wall_s: float | None) -> None:
+    if not run.paths.rollouts.is_file():
+        return
+    try:
+        ro = read_rollouts(run.paths.rollouts, columns=ROLLOUT_COLUMNS)
+    except TraceError as e:
+        s.warnings.append(f"rollouts.parquet skipped in figures: {e}")
+        return
+    used = ro[ro["step_consumed"].notna() & ro["policy_version_start"].notna()]
+    if len(used):
+        # prime-rl's definition: trainer step minus the policy version that started the rollout.
+        lag = (used["step_consumed"] - used["policy_version_start"]).astype("int64").clip(lower=0)
+        s.staleness = lag.value_counts().sort_index()
+        s.staleness_source = "rollouts.parquet: step_consumed − policy_version_start"
+    done = ro.loc[ro["status"].ne("aborted") & ro["t_finish_s"].notna(), "t_finish_s"].to_numpy(float)
+    if len(done) == 0:
+        return
+    end = max(float(done.max()), float(wall_s or 0))
+    edges = np.linspace(0.0, end, min(MAX_POINTS, max(len(done) // 5, 2)) + 1)
+    counts, _ = np.histogram(done, bins=edges)
+    width = edges[1] - edges[0]
+    prod = pd.DataFrame({"t_s": edges[1:], "production_per_s": counts / width if width > 0 else np.nan})
+    prod["queue_depth"] = np.nan
+    if s.steps is not None and s.steps["t_start_s"].notna().any():
+        # Depth = rollouts finished minus rollouts taken by steps that started by then.
+        full = read_steps(
+            run.paths.steps, columns=["t_start_s", "samples", "filtered_samples", "discarded_samples"]
+        )
+        taken = full[["samples", "filtered_samples", "discarded_samples"]].sum(axis=1).to_numpy(float)
+        t_take = full["t_start_s"].to_numpy(float)
+        order = np.argsort(t_take)
+        cum_taken = np.cumsum(taken[order])
+        idx = np.searchsorted(t_take[order], prod["t_s"].to_numpy(), side="right")
+        left = np.where(idx > 0, cum_taken[np.maximum(idx - 1, 0)], 0.0)
+        prod["queue_depth"] = np.maximum(np.cumsum(counts) - left, 0)
+    s.production = prod
+
+
+def _gpu(run: Run, s: Series) -> None:
+    if not run.paths.gpu.is_file():
+        return
+    try:
+        g = pq.read_table(run.paths.gpu, columns=["t_s", "util_pct", "power_w"]).to_pandas()
+    except (OSError, KeyError, ValueError) as e:
+        s.warnings.append(f"gpu.parquet skipped in figures: {run.paths.gpu}: {e}")
+        return
+    g = g.groupby("t_s", as_index=False).mean(numeric_only=True).sort_values("t_s")
+    s.gpu = _bin(g, "t_s")
+
+
+def load_series(run: Run) -> Series:
+    """Read and reduce one run's trace/ files (absent files leave their field None)."""
+    s = Series()
+    _steps(run, s)
+    wall: Any = run.metrics.get("wall_s")
+    _rollouts(run, s, float(wall) if isinstance(wall, int | float) else None)
+    _gpu(run, s)
+    return s

@@ -1,0 +1,77 @@
+"""Run directories -> summary DataFrame: schema, values, missing reasons, sweep detection."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from bench.report.load import SUMMARY_SCHEMA, ReportError, check_schema, discover, load, matching_point
+
+
+def test_summary_has_declared_schema_and_one_row_per_run(three_runs):
+    runs, df = load([three_runs])
+    assert list(df.columns) == list(SUMMARY_SCHEMA)
+    assert len(df) == len(runs) == 4
+    assert list(df["framework"]) == ["prime_rl", "slime", "verl", "verl"]
+    assert list(df["mode"]) == ["native", "emulated", "emulated", "emulated"]
+    assert [r.run_id for r in runs] == list(df["run_id"])
+
+
+def test_values_come_from_metrics_json_and_ratios_are_derived(three_runs):
+    _, df = load([three_runs])
+    verl = df[df["run_id"] == "verl-0"].iloc[0]
+    assert verl["trajectories_per_s"] == 3.0
+    assert verl["prod_cons_ratio"] == pytest.approx(1.8 / 2.5)
+    assert verl["tinker_ratio"] == pytest.approx(0.5 / 1.5)  # own cost / Tinker, as bench.metrics
+
+
+def test_failed_run_without_metrics_is_null_with_the_reason_never_zero(three_runs):
+    runs, df = load([three_runs])
+    i = int(df.index[df["run_id"] == "verl-failed"][0])
+    assert df.loc[i, ["trajectories_per_s", "mfu", "cost_per_mtok_usd"]].isna().all()
+    assert runs[i].missing["mfu"].startswith("no metrics.json (run status: failed: OOM at step 3")
+    assert runs[i].missing["tinker_ratio"] == runs[i].missing["cost_per_mtok_usd"]
+
+
+def test_missing_metric_keeps_the_metrics_json_reason(three_runs):
+    runs, df = load([three_runs])
+    i = int(df.index[df["run_id"] == "slime-0"][0])
+    assert math.isnan(df.loc[i, "mfu"])
+    assert runs[i].missing["mfu"] == "reason for mfu"
+
+
+def test_sweep_key_is_found_from_resolved_configs(sweep_runs):
+    _, df = load([sweep_runs])
+    assert set(df["sweep"]) == {f"generator_gpus={g}" for g in (8, 16, 24, 32, 40)}
+    assert list(df[df["framework"] == "verl"]["sweep_value"]) == [8.0, 16.0, 24.0, 32.0, 40.0]
+
+
+def test_matching_point_is_the_cheapest_run_whose_production_meets_consumption(sweep_runs):
+    _, df = load([sweep_runs])
+    g = df[df["framework"] == "slime"]
+    # 32 and 40 GPUs both match (ratio 1.0); 32 costs less per token.
+    assert g.loc[matching_point(g), "sweep_value"] == 32.0
+
+
+def test_discover_rejects_a_directory_without_runs(tmp_path):
+    with pytest.raises(ReportError, match="no manifest.json in it or below"):
+        discover([tmp_path])
+    with pytest.raises(ReportError, match="not a directory"):
+        discover([tmp_path / "nope"])
+
+
+def test_manifest_without_mode_is_named_in_the_error(tmp_path):
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "manifest.json").write_text('{"framework": "verl", "status": "completed"}')
+    with pytest.raises(ReportError, match=r"manifest.json: key 'mode' missing"):
+        load([tmp_path])
+
+
+def test_schema_drift_fails_loudly(three_runs):
+    _, df = load([three_runs])
+    with pytest.raises(ReportError, match="mfu"):
+        check_schema(df.assign(mfu=df["mfu"].astype(str)))
+    with pytest.raises(ReportError, match="extra"):
+        check_schema(df.assign(extra=pd.Series(1.0, index=df.index)))
