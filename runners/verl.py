@@ -1,0 +1,414 @@
+"""verl runner: a framework-neutral workload -> verl 0.9.1's Hydra overrides, Ray-on-Slurm launch,
+and verl's own logs -> trace rows (runners/verl_logs.py).
+
+Translation facts come from the verl 0.9.1 wheel (the config YAML ships in it; the tests compose
+every rendered override set against it) and ../shared/reference/verl.md. Every translation decision
+is data in SEMANTICS below; docs/frameworks.md is generated from it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from runners.base import Launch, ParseResult, Process, Runner
+from runners.slurm import ray_processes, render_sbatch
+
+# (concept, verl key, unit, default in 0.9.1, caveat). The suite's concept names are the workload /
+# experiment keys of bench/config.py.
+SEMANTICS: list[tuple[str, str, str, str, str]] = [
+    ("workload.prompts_per_step", "data.train_batch_size", "prompts", "1024",
+     "Counts prompts; samples per step = train_batch_size x rollout.n. fully_async sets it to 0 and "
+     "counts rollout.total_rollout_steps in prompts instead."),
+    ("workload.group_size", "actor_rollout_ref.rollout.n", "samples per prompt", "1", ""),
+    ("workload.mini_batches_per_step", "actor_rollout_ref.actor.ppo_mini_batch_size", "prompts", "256",
+     "Counted in PROMPTS (verl multiplies by rollout.n): prompts_per_step / mini_batches_per_step. "
+     "separate_async asserts train_batch_size == parameter_sync_step x ppo_mini_batch_size."),
+    ("workload.mini_batches_per_step", "trainer.v1.separate_async.parameter_sync_step", "optimizer updates per weight sync", "4",
+     "separate_async only; fully_async uses async_training.trigger_parameter_sync_step."),
+    ("workload.max_prompt_len", "data.max_prompt_length", "tokens", "512", "rollout.prompt_length interpolates from it."),
+    ("workload.max_response_len", "data.max_response_length", "tokens", "512", "Over all turns of a multi-turn episode."),
+    ("workload.steps", "trainer.total_training_steps", "trainer steps", "null (epochs)",
+     "fully_async: rollout.total_rollout_steps = steps x prompts_per_step (prompts, not steps)."),
+    ("workload.lr", "actor_rollout_ref.actor.optim.lr", "1", "1e-6", ""),
+    ("workload.kl_coef", "actor_rollout_ref.actor.use_kl_loss / kl_loss_coef", "1", "False / 0.001",
+     "KL as a loss term (GRPO style); 0 switches the loss and the reference model off."),
+    ("workload.temperature", "actor_rollout_ref.rollout.temperature", "1", "1.0", ""),
+    ("workload.std_normalize", "algorithm.norm_adv_by_std_in_grpo", "bool", "True", ""),
+    ("workload.algorithm", "algorithm.adv_estimator", "-", "gae",
+     "grpo/gspo/dapo all use the grpo estimator; gspo sets policy_loss.loss_mode=gspo with "
+     "loss_agg_mode=seq-mean-token-mean; dapo sets clip_ratio_high=0.28."),
+    ("workload.dataset", "data.train_files / data.val_files", "parquet path", "~/data/rlhf/gsm8k/*.parquet",
+     "verl reads parquet rows (prompt, data_source, reward_model.ground_truth); the suite expects them "
+     "under framework.native.data_dir (default {run_dir}/data/<dataset>/)."),
+    ("workload.staleness_budget", "trainer.v1.sampler.max_off_policy_threshold", "policy versions", "8",
+     "V1 async modes; strategy drop. 0 on a disaggregated split renders threshold 0 with strategy wait."),
+    ("workload.staleness_budget", "async_training.staleness_threshold", "fraction of extra samples", "0.1",
+     "fully_async only: a fraction of a sync window, not versions; the suite passes the budget as is "
+     "(threshold s lets about s extra windows of samples be generated ahead)."),
+    ("experiment.placement + staleness + partial_rollout", "trainer.v1.trainer_mode", "-", "sync",
+     "auto: colocated -> sync (colocate_async if partial_rollout); disaggregated -> separate_async. "
+     "Always set explicitly with trainer.use_v1=True: the V1 default changed in 0.9.0."),
+    ("experiment.trainer_gpus", "trainer.nnodes x trainer.n_gpus_per_node", "GPUs", "1 x 8",
+     "A pool is one partial node or whole nodes."),
+    ("experiment.generator_gpus", "actor_rollout_ref.rollout.nnodes x n_gpus_per_node", "GPUs", "0 x trainer",
+     "separate_async; one_step_off/fully_async use top-level rollout.nnodes/n_gpus_per_node."),
+    ("experiment.placement=disaggregated", "actor_rollout_ref.hybrid_engine", "bool", "true",
+     "False for a clean split (otherwise sleeping replicas also sit on trainer GPUs)."),
+    ("weight sync path", "actor_rollout_ref.rollout.checkpoint_engine.backend", "-", "naive",
+     "separate_async requires a non-naive backend: nccl."),
+    ("experiment.trainer.sharding", "model_engine / actor.fsdp_config.strategy", "-", "dp / fsdp",
+     "fsdp -> fsdp2; megatron -> model_engine=megatron (experimental modes: --config-name *_megatron_trainer)."),
+    ("experiment.trainer.{tp,pp,cp,ep}", "actor_rollout_ref.{actor,ref}.megatron.*_parallel_size", "ranks", "1",
+     "Megatron only; FSDP ignores them."),
+    ("experiment.trainer.micro_batch_tokens", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu", "tokens per GPU", "16384",
+     "With use_dynamic_bsz=True; raised to max_prompt_len + max_response_len when smaller (one sequence must fit)."),
+    ("experiment.generator.tp/ep/dp", "actor_rollout_ref.rollout.{tensor_model,expert,data}_parallel_size", "ranks", "2/1/1", ""),
+    ("experiment.generator.max_concurrency", "actor_rollout_ref.rollout.max_num_seqs", "sequences per engine", "256", ""),
+    ("experiment.generator.gpu_memory_utilization", "actor_rollout_ref.rollout.gpu_memory_utilization", "fraction", "0.5", ""),
+    ("experiment.generator.dtype_bytes=1", "actor_rollout_ref.rollout.quantization", "-", "null", "fp8 generation weights."),
+    ("experiment.oversampling", "actor_rollout_ref.rollout.over_sample_rate", "fraction aborted", "0",
+     "verl cuts the tail: aborts the rest once (1-rate) x N requests finished; rate = 1 - 1/oversampling."),
+    ("experiment.filter_zero_advantage", "algorithm.filter_groups.enable / metric", "-", "False / reward",
+     "DAPO dynamic sampling on the reward; max_num_gen_batches is ignored by the V1 replay buffer."),
+    ("local metrics", "trainer.logger + VERL_FILE_LOGGER_PATH", "-", "[console, wandb]",
+     "[console,file,wandb] with WANDB_MODE=offline; the file logger JSONL goes to {run_dir}/logs/. It is "
+     "opened 'wb' (truncated on restart), hence trainer.resume_mode=disable."),
+]  # fmt: skip
+
+# Accepted log formats per verl version: what runners/verl_logs.py reads (detected by content).
+PARSER_FORMATS: list[dict[str, str]] = [
+    {"versions": ">=0.4", "source": "file logger JSONL", "format": '{"step": N, "data": {key: value}}',
+     "notes": "orjson; NaN written as null. Preferred over console lines."},
+    {"versions": ">=0.4.1 (PR #2303)", "source": "console", "format": "step:N - key:value - ...",
+     "notes": "full-precision pformat values; np.float64(x)/np.int64(x) wrappers with numpy >= 2."},
+    {"versions": "<0.4.1", "source": "console", "format": "step:N - key:%.3f - ...",
+     "notes": "3-decimal values; memory keys perf/max_memory_* (later actor/perf/*)."},
+    {"versions": "all", "source": "console prefixes", "format": "[ANSI](TaskRunnerV1|TaskRunner|"
+     "OneStepTaskRunner|FullyAsyncTrainer pid=N[, ip=A])[ANSI] step:...", "notes": "Ray actor prefix stripped."},
+    {"versions": ">=0.6 fully_async", "source": "both", "format": "timing_s/timing_s/param_sync",
+     "notes": "double prefix normalised to timing_s/param_sync; several records per step are merged."},
+]  # fmt: skip
+
+V1_MODES = ("sync", "colocate_async", "separate_async")
+COLOCATED_MODES = ("sync", "colocate_async")
+DISAGGREGATED_MODES = ("separate_async", "one_step_off", "fully_async")
+# mode -> (python module, Hydra config name); the Megatron variant of an experimental config adds _megatron_.
+ENTRY = {
+    "sync": ("verl.trainer.main_ppo", "ppo_trainer"),
+    "colocate_async": ("verl.trainer.main_ppo", "ppo_trainer"),
+    "separate_async": ("verl.trainer.main_ppo", "ppo_trainer"),
+    "one_step_off": ("verl.experimental.one_step_off_policy.main_ppo", "one_step_off_ppo_trainer"),
+    "fully_async": ("verl.experimental.fully_async_policy.fully_async_main", "fully_async_ppo_trainer"),
+}
+# The experimental configs find ppo_trainer through hydra.searchpath: one_step_off's is a cwd-relative
+# file:// path that only works from a verl source checkout, so the pip-installed package is named instead.
+SEARCHPATH_OVERRIDE = "hydra.searchpath=[pkg://verl.trainer.config]"
+
+
+def _pool(gpus: int, gpus_per_node: int, what: str) -> tuple[int, int]:
+    """(nnodes, n_gpus_per_node) of one GPU pool: a partial node or whole nodes."""
+    if gpus <= gpus_per_node:
+        return 1, gpus
+    if gpus % gpus_per_node:
+        raise ValueError(f"{what}={gpus} is not a multiple of cluster.gpus_per_node={gpus_per_node}")
+    return gpus // gpus_per_node, gpus_per_node
+
+
+def layout(cfg: Any, mode: str) -> dict[str, int]:
+    """GPU split: trainer and rollout pools (nnodes, GPUs per node) and the job's node count."""
+    gpn = int(cfg.cluster.gpus_per_node)
+    exp = cfg.experiment
+    t_nodes, t_gpn = _pool(int(exp.trainer_gpus), gpn, "experiment.trainer_gpus")
+    out = {"trainer_nnodes": t_nodes, "trainer_gpus_per_node": t_gpn, "gpus_per_node": gpn}
+    if mode in COLOCATED_MODES:
+        out.update(rollout_nnodes=0, rollout_gpus_per_node=0, nodes=t_nodes)
+        return out
+    r_nodes, r_gpn = _pool(int(exp.generator_gpus), gpn, "experiment.generator_gpus")
+    # Both pools on one node when they fit (verl's one_step_off 2+6 example); otherwise node-disjoint.
+    fits = int(exp.trainer_gpus) + int(exp.generator_gpus) <= gpn
+    out.update(rollout_nnodes=r_nodes, rollout_gpus_per_node=r_gpn, nodes=1 if fits else t_nodes + r_nodes)
+    return out
+
+
+def _b(value: bool) -> str:
+    return "True" if value else "False"
+
+
+def _native(cfg: Any) -> dict[str, Any]:
+    return dict(cfg.framework.get("native") or {})
+
+
+def translate(cfg: Any, mode: str) -> tuple[list[str], list[str]]:
+    """verl Hydra overrides for `cfg` in `mode`, and the translation notes for this workload.
+
+    Paths carry the `{run_dir}` placeholder (filled in by job.sbatch at run time).
+    """
+    wl, exp, notes = cfg.workload, cfg.experiment, []
+    lay = layout(cfg, mode)
+    native = _native(cfg)
+    megatron = str(exp.trainer.sharding) == "megatron"
+    prompts, mbs = int(wl.prompts_per_step), int(wl.mini_batches_per_step)
+    mini = prompts // mbs
+    seq = int(wl.max_prompt_len) + int(wl.max_response_len)
+    tok = int(exp.trainer.micro_batch_tokens)
+    if tok < seq:
+        notes.append(
+            f"ppo_max_token_len_per_gpu raised from micro_batch_tokens={tok} to {seq} (one sequence must fit)"
+        )
+        tok = seq
+    data_dir = str(native.get("data_dir", "{run_dir}/data")) + "/" + str(wl.dataset).replace("/", "__")
+    o: list[str] = []
+    if megatron and ENTRY[mode][0] == "verl.trainer.main_ppo":
+        o.append("model_engine=megatron")
+    algo = str(wl.algorithm.value if hasattr(wl.algorithm, "value") else wl.algorithm)
+    o += [
+        "algorithm.adv_estimator=grpo",
+        f"algorithm.norm_adv_by_std_in_grpo={_b(wl.std_normalize)}",
+        "algorithm.use_kl_in_reward=False",
+        f"data.train_files={data_dir}/train.parquet",
+        f"data.val_files={data_dir}/test.parquet",
+        f"data.train_batch_size={0 if mode == 'fully_async' else prompts}",
+        f"data.max_prompt_length={int(wl.max_prompt_len)}",
+        f"data.max_response_length={int(wl.max_response_len)}",
+        "data.filter_overlong_prompts=True",
+        f"data.seed={int(exp.seed)}",
+        f"actor_rollout_ref.model.path={cfg.model.name}",
+        "actor_rollout_ref.model.use_remove_padding=True",
+        f"actor_rollout_ref.actor.optim.lr={float(wl.lr)}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={mini}",
+        "actor_rollout_ref.actor.ppo_epochs=1",
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
+        f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={tok}",
+        f"actor_rollout_ref.actor.use_kl_loss={_b(float(wl.kl_coef) > 0)}",
+    ]
+    if float(wl.kl_coef) > 0:
+        o.append(f"actor_rollout_ref.actor.kl_loss_coef={float(wl.kl_coef)}")
+    if algo == "gspo":
+        o += [
+            "actor_rollout_ref.actor.policy_loss.loss_mode=gspo",
+            "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean",
+        ]
+    elif algo == "dapo":
+        o.append("actor_rollout_ref.actor.clip_ratio_high=0.28")
+    tr = exp.trainer
+    if megatron:
+        for role in ("actor", "ref"):
+            o += [
+                f"actor_rollout_ref.{role}.megatron.tensor_model_parallel_size={int(tr.tp)}",
+                f"actor_rollout_ref.{role}.megatron.pipeline_model_parallel_size={int(tr.pp)}",
+                f"actor_rollout_ref.{role}.megatron.context_parallel_size={int(tr.cp)}",
+                f"actor_rollout_ref.{role}.megatron.expert_model_parallel_size={int(tr.ep)}",
+            ]
+        o += [
+            f"actor_rollout_ref.actor.megatron.param_offload={_b(tr.offload_params)}",
+            f"actor_rollout_ref.actor.megatron.optimizer_offload={_b(tr.offload_optimizer)}",
+        ]
+    else:
+        o += [
+            "actor_rollout_ref.actor.fsdp_config.strategy=fsdp2",
+            f"actor_rollout_ref.actor.fsdp_config.param_offload={_b(tr.offload_params)}",
+            f"actor_rollout_ref.actor.fsdp_config.optimizer_offload={_b(tr.offload_optimizer)}",
+        ]
+        if tr.tp > 1 or tr.pp > 1 or tr.ep > 1:
+            notes.append("experiment.trainer tp/pp/ep are ignored with FSDP sharding")
+    gen = exp.generator
+    o += [
+        "actor_rollout_ref.rollout.name=vllm",
+        f"actor_rollout_ref.rollout.n={int(wl.group_size)}",
+        f"actor_rollout_ref.rollout.temperature={float(wl.temperature)}",
+        f"actor_rollout_ref.rollout.tensor_model_parallel_size={int(gen.tp)}",
+        f"actor_rollout_ref.rollout.expert_parallel_size={int(gen.ep)}",
+        f"actor_rollout_ref.rollout.data_parallel_size={int(gen.dp)}",
+        f"actor_rollout_ref.rollout.gpu_memory_utilization={float(gen.gpu_memory_utilization)}",
+        f"actor_rollout_ref.rollout.max_num_seqs={int(gen.max_concurrency)}",
+    ]
+    if float(gen.dtype_bytes) == 1.0:
+        o.append("actor_rollout_ref.rollout.quantization=fp8")
+    if float(exp.oversampling) > 1.0:
+        o.append(f"actor_rollout_ref.rollout.over_sample_rate={round(1 - 1 / float(exp.oversampling), 6)}")
+        notes.append("oversampling maps to verl's tail cutting (over_sample_rate), not to extra prompts")
+    if exp.filter_zero_advantage:
+        o += ["algorithm.filter_groups.enable=True", "algorithm.filter_groups.metric=reward"]
+    o += _mode_overrides(cfg, mode, lay, mini, notes)
+    o += [
+        f"trainer.nnodes={lay['trainer_nnodes']}",
+        f"trainer.n_gpus_per_node={lay['trainer_gpus_per_node']}",
+        f"trainer.total_training_steps={int(wl.steps)}",
+        "trainer.logger=[console,file,wandb]",
+        f"trainer.project_name=bench-{exp.name}",
+        f"trainer.experiment_name={exp.name}-verl-{mode}",
+        "trainer.val_before_train=False",
+        "trainer.test_freq=-1",
+        "trainer.save_freq=-1",
+        "trainer.resume_mode=disable",
+        "trainer.default_local_dir={run_dir}/checkpoints",
+    ]
+    if str(wl.task) != "math":
+        notes.append(
+            f"task {wl.task!r} needs a site agent loop / reward (framework.native.overrides, e.g. "
+            "actor_rollout_ref.rollout.agent.agent_loop_config_path); the suite renders the single-turn default"
+        )
+    o += [str(x) for x in native.get("overrides", [])]
+    return o, notes
+
+
+def _mode_overrides(cfg: Any, mode: str, lay: dict[str, int], mini: int, notes: list[str]) -> list[str]:
+    wl = cfg.workload
+    stale, mbs = int(wl.staleness_budget), int(wl.mini_batches_per_step)
+    rollout_pool = [f"nnodes={lay['rollout_nnodes']}", f"n_gpus_per_node={lay['rollout_gpus_per_node']}"]
+    if mode in V1_MODES:
+        o = ["trainer.use_v1=True", f"trainer.v1.trainer_mode={mode}"]
+        if mode == "separate_async":
+            o += [
+                "actor_rollout_ref.hybrid_engine=False",
+                "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl",
+            ]
+            o += [f"actor_rollout_ref.rollout.{kv}" for kv in rollout_pool]
+            o.append(f"trainer.v1.separate_async.parameter_sync_step={mbs}")
+        if mode != "sync":
+            o.append(f"trainer.v1.sampler.max_off_policy_threshold={stale}")
+            o.append(f"trainer.v1.sampler.max_off_policy_strategy={'wait' if stale == 0 else 'drop'}")
+        return o
+    o = [SEARCHPATH_OVERRIDE, "actor_rollout_ref.hybrid_engine=False"]
+    o += [f"rollout.{kv}" for kv in rollout_pool]
+    if mode == "one_step_off":
+        if stale != 1:
+            notes.append(
+                f"one_step_off is structurally 1 version stale; staleness_budget={stale} is not a knob here"
+            )
+        return o
+    o += [
+        f"rollout.total_rollout_steps={int(wl.steps) * int(wl.prompts_per_step)}",
+        "data.gen_batch_size=1",
+        f"async_training.staleness_threshold={stale}",
+        f"async_training.trigger_parameter_sync_step={mbs}",
+        "async_training.require_batches=1",
+        f"async_training.partial_rollout={_b(cfg.experiment.partial_rollout)}",
+    ]
+    return o
+
+
+class VerlRunner(Runner):
+    """verl at the version pinned in conf/framework/verl.yaml (translation table above)."""
+
+    name = "verl"
+
+    def resolve_mode(self, cfg: Any) -> str:
+        """cfg.framework.mode, or for "auto": colocated -> sync (colocate_async with partial rollout);
+        disaggregated -> separate_async (staleness in versions, the workload's unit, through the
+        maintained V1 entry point; fully_async stays available as an explicit mode)."""
+        mode = str(cfg.framework.mode)
+        if mode != "auto":
+            return mode
+        placement = str(getattr(cfg.experiment.placement, "value", cfg.experiment.placement))
+        if placement == "colocated":
+            return "colocate_async" if cfg.experiment.partial_rollout else "sync"
+        return "separate_async"
+
+    def validate(self, cfg: Any) -> list[str]:
+        """verl-specific problems: mode vs placement, batch divisibility, GPU pools vs node size."""
+        problems: list[str] = []
+        mode = self.resolve_mode(cfg)
+        modes = dict(cfg.framework.get("modes") or {})
+        if mode not in ENTRY or (modes and mode not in modes):
+            return [f"framework.mode={mode!r}: verl {cfg.framework.version} supports {sorted(ENTRY)}"]
+        placement = str(getattr(cfg.experiment.placement, "value", cfg.experiment.placement))
+        want = "colocated" if mode in COLOCATED_MODES else "disaggregated"
+        if placement != want:
+            problems.append(f"framework.mode={mode!r} needs experiment.placement={want}, got {placement}")
+        wl = cfg.workload
+        if int(wl.prompts_per_step) % int(wl.mini_batches_per_step):
+            problems.append(
+                f"workload.prompts_per_step={wl.prompts_per_step} is not divisible by mini_batches_per_step="
+                f"{wl.mini_batches_per_step} (verl's ppo_mini_batch_size counts whole prompts)"
+            )
+        if cfg.experiment.partial_rollout and mode not in ("colocate_async", "fully_async"):
+            problems.append(f"experiment.partial_rollout=true: verl mode {mode!r} has no partial rollout")
+        try:
+            layout(cfg, mode)
+        except ValueError as e:
+            problems.append(str(e))
+        samples = int(wl.prompts_per_step) * int(wl.group_size)
+        if str(cfg.experiment.trainer.sharding) == "fsdp" and samples % int(cfg.experiment.trainer_gpus):
+            problems.append(
+                f"prompts_per_step x group_size = {samples} samples is not divisible by experiment.trainer_gpus="
+                f"{cfg.experiment.trainer_gpus} (verl's FSDP data split)"
+            )
+        return problems
+
+    def render_launch(self, cfg: Any) -> Launch:
+        """Overrides, Ray head/workers + driver argv, and job.sbatch for cfg (see SEMANTICS)."""
+        mode = self.resolve_mode(cfg)
+        problems = self.validate(cfg)
+        if problems:
+            raise ValueError("verl: " + "; ".join(problems))
+        overrides, notes = translate(cfg, mode)
+        lay = layout(cfg, mode)
+        module, config_name = ENTRY[mode]
+        driver = ["python3", "-m", module]
+        if str(cfg.experiment.trainer.sharding) == "megatron" and module != "verl.trainer.main_ppo":
+            driver.append(f"--config-name={config_name.replace('_ppo_', '_ppo_megatron_')}")
+        driver += overrides
+        env = {
+            "PYTHONUNBUFFERED": "1",
+            "VERL_FILE_LOGGER_PATH": "{run_dir}/logs/verl_metrics.jsonl",
+            "WANDB_MODE": "offline",
+            "WANDB_DIR": "{run_dir}/logs",
+            "RAY_DEDUP_LOGS": "0",  # keep every actor's lines: the console parser is a fallback
+        }
+        secrets = ["HF_TOKEN"]
+        gpn = lay["gpus_per_node"]
+        procs = [*ray_processes(lay["nodes"], gpn), Process("driver", 0, driver, env=env, secret_env=secrets)]
+        roles = {0: "ray head + verl driver"}
+        if mode in DISAGGREGATED_MODES and lay["nodes"] > 1:
+            for r in range(lay["nodes"]):
+                pool = "trainer" if r < lay["trainer_nnodes"] else "rollout"
+                roles[r] = (
+                    (roles.get(r, "ray worker") + f" ({pool} pool)")
+                    if r
+                    else f"ray head + verl driver ({pool} pool)"
+                )
+        notes = [
+            f"mode {mode}: {module}",
+            "{run_dir} in argv/env is the run directory (job.sbatch: RUN_DIR)",
+            *notes,
+        ]
+        sbatch = render_sbatch(
+            cfg.cluster,
+            job_name=f"{cfg.experiment.name}-verl",
+            nodes=lay["nodes"],
+            gpus_per_node=gpn,
+            driver_argv=driver,
+            env=env,
+            secret_env=secrets,
+            node_roles=roles,
+            container_image=str(cfg.framework.container or ""),
+        )
+        return Launch(
+            framework="verl",
+            version=str(cfg.framework.version),
+            nodes=lay["nodes"],
+            gpus_per_node=gpn,
+            processes=procs,
+            files={"overrides.txt": "\n".join(overrides) + "\n"},
+            sbatch=sbatch,
+            notes=notes,
+        )
+
+    def parse_logs(self, log_dir: Path | str) -> ParseResult:
+        """verl's file-logger JSONL first, console step lines as fallback (runners/verl_logs.py)."""
+        from runners.verl_logs import parse_dir
+
+        return parse_dir(Path(log_dir))
+
+
+def hydra_overrides_for_compose(overrides: list[str], config_dir: Path | str, run_dir: str) -> list[str]:
+    """Overrides as `hydra.compose` takes them offline: {run_dir} filled in, and pkg:// searchpaths
+    (which import verl and so torch) pointed at an unpacked wheel's config directory."""
+    out = []
+    for o in overrides:
+        if o == SEARCHPATH_OVERRIDE:
+            o = f"hydra.searchpath=[file://{Path(config_dir).resolve()}]"
+        out.append(o.replace("{run_dir}", run_dir))
+    return out

@@ -1,0 +1,385 @@
+"""verl's own logs -> trace rows: the `file` logger's JSONL first, console step lines as fallback.
+
+Files are found by content, never by name: JSONL metric records (`{"step": N, "data": {...}}`),
+a dumped config YAML (top-level `actor_rollout_ref:` and `trainer:`), a harness wall-time file
+(`wall_seconds=`), and any other text file is scanned for console step lines
+(`[ANSI](TaskRunnerV1 pid=N)[ANSI] step:N - key:value - ...`). Formats: runners/verl.py PARSER_FORMATS.
+
+Streaming: one line at a time, a cheap `"step:" in line` prefilter, only the ~30 keys the trace needs
+are converted to float; records sharing a step are merged. Bad lines and bad key:value pairs are
+counted, never raised.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from runners.base import ParseResult
+
+ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# What may precede "step:" on a metric line (after ANSI removal): a Ray actor prefix, or nothing.
+PREFIX_RE = re.compile(r"\((\w+) pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?\)")
+SNIFF_BYTES = 8192
+
+# raw verl key -> the key this parser keeps (aliases fold version differences together)
+KEYS: dict[str, str] = {
+    k: k
+    for k in (
+        "timing_s/step",
+        "timing_s/gen",
+        "timing_s/generate_async",
+        "timing_s/old_log_prob",
+        "timing_s/ref",
+        "timing_s/values",
+        "timing_s/update_actor",
+        "timing_s/update_critic",
+        "timing_s/update_weights",
+        "timing_s/sync_rollout_weights",
+        "timing_s/param_sync",
+        "perf/total_num_tokens",
+        "perf/throughput",
+        "perf/mfu/actor",
+        "prompt_length/mean",
+        "response_length/mean",
+        "critic/score/mean",
+        "training/off_policy/trajectory_staleness/mean",
+        "training/off_policy/trajectory_staleness/max",
+        "training/off_policy/evicted_samples",
+        "training/filter_groups/evicted_samples",
+        "training/rollout_failure/evicted_samples",
+        "fully_async/trainer/idle_ratio",
+        "fully_async/count/dropped_stale_samples",
+        "actor/perf/max_memory_allocated_gb",
+    )
+}
+KEYS["timing_s/timing_s/param_sync"] = "timing_s/param_sync"  # fully_async double prefix
+KEYS["perf/max_memory_allocated_gb"] = "actor/perf/max_memory_allocated_gb"  # before the actor/ prefix
+
+MODE_BY_PREFIX = {"OneStepTaskRunner": "one_step_off", "FullyAsyncTrainer": "fully_async"}
+# native_* trace columns: what verl itself reported, kept for cross-checks
+NATIVE = {
+    "native_mfu": "perf/mfu/actor",
+    "native_throughput_tokens_per_gpu_s": "perf/throughput",
+    "native_total_num_tokens": "perf/total_num_tokens",
+    "native_max_memory_allocated_gb": "actor/perf/max_memory_allocated_gb",
+    "native_trainer_idle_ratio": "fully_async/trainer/idle_ratio",
+}
+
+
+class _Scan:
+    """Accumulates records (step -> {key: value}) and problem counts over every file."""
+
+    def __init__(self) -> None:
+        self.records: dict[int, dict[str, float]] = {}
+        self.skipped_lines = 0
+        self.bad_pairs = 0
+        self.prefixes: set[str] = set()
+        self.saw_separate_async = False
+        self.saw_fully_async = False
+
+    def add(self, step: int, key: str, value: float) -> None:
+        rec = self.records.get(step)
+        if rec is None:
+            rec = self.records[step] = {}
+        rec[key] = value
+
+
+def _number(text: str) -> float:
+    """A console value: 0.5, 3e-06, nan, True, np.float64(0.5), np.int64(1)."""
+    if text.startswith("np."):
+        text = text[text.find("(") + 1 : text.rfind(")")]
+    elif text in ("True", "False"):
+        return 1.0 if text == "True" else 0.0
+    return float(text)
+
+
+def scan_console(path: Path, scan: _Scan) -> int:
+    """Read console step lines of one file into `scan`; returns the number of step lines read."""
+    keys, found = KEYS, 0
+    with open(path, encoding="utf-8", errors="replace", newline="\n") as f:
+        for line in f:
+            i = line.find("step:")
+            if i < 0:
+                continue
+            if i:
+                head = line[:i]
+                if "\x1b" in head:
+                    head = ANSI_RE.sub("", head)
+                head = head.strip()
+                if head:
+                    m = PREFIX_RE.fullmatch(head)
+                    if m is None:
+                        continue  # "step:" inside some other message
+                    scan.prefixes.add(m.group(1))
+            body = line[i:]
+            complete = body.endswith("\n")
+            body = body.rstrip("\r\n")
+            if "\x1b" in body:
+                body = ANSI_RE.sub("", body)
+            parts = body.split(" - ")
+            try:
+                step = int(parts[0][5:])
+            except ValueError:
+                scan.skipped_lines += 1
+                continue
+            if not complete:
+                parts.pop()  # the file ends mid-line: its last value may be cut short
+            found += 1
+            if not scan.saw_fully_async and "fully_async/" in body:
+                scan.saw_fully_async = True
+            if not scan.saw_separate_async and "separate_async/" in body:
+                scan.saw_separate_async = True
+            for part in parts[1:]:
+                k, sep, v = part.rpartition(":")
+                canon = keys.get(k)
+                if canon is None:
+                    if not sep:
+                        scan.bad_pairs += 1
+                    continue
+                try:
+                    scan.add(step, canon, _number(v.strip()))
+                except ValueError:
+                    scan.bad_pairs += 1
+    return found
+
+
+def scan_jsonl(path: Path, scan: _Scan) -> int:
+    """Read file-logger JSONL records into `scan`; returns the number of records read."""
+    found = 0
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                step, data = int(obj["step"]), obj["data"]
+                items = data.items()
+            except (ValueError, KeyError, TypeError, AttributeError):
+                scan.skipped_lines += 1  # also a line cut short by a crash
+                continue
+            found += 1
+            for k, v in items:
+                if k.startswith("fully_async/"):
+                    scan.saw_fully_async = True
+                elif k.startswith("separate_async/"):
+                    scan.saw_separate_async = True
+                canon = KEYS.get(k)
+                if canon is None:
+                    continue
+                if v is None:  # orjson writes NaN as null
+                    v = math.nan
+                try:
+                    scan.add(step, canon, float(v))
+                except (TypeError, ValueError):
+                    scan.bad_pairs += 1
+    return found
+
+
+def classify(path: Path) -> str:
+    """'jsonl' | 'config' | 'wall_time' | 'text' | 'binary', from the file's first bytes."""
+    with open(path, "rb") as f:
+        head = f.read(SNIFF_BYTES)
+    if b"\0" in head:
+        return "binary"
+    text = head.decode("utf-8", errors="replace")
+    first = text.lstrip().split("\n", 1)[0]
+    if first.startswith("{") and '"step"' in first and '"data"' in first:
+        return "jsonl"
+    if re.search(r"^wall_seconds=\d", text, re.M) and path.stat().st_size < 65536:
+        return "wall_time"
+    if re.search(r"^actor_rollout_ref:", text, re.M) and path.stat().st_size < (4 << 20):
+        if re.search(r"^trainer:", path.read_text(errors="replace"), re.M):
+            return "config"
+    return "text"
+
+
+def _config_info(path: Path) -> dict[str, Any]:
+    try:
+        cfg = yaml.safe_load(path.read_text(errors="replace")) or {}
+        tr, rollout = cfg.get("trainer") or {}, (cfg.get("actor_rollout_ref") or {}).get("rollout") or {}
+    except (yaml.YAMLError, AttributeError):
+        return {}
+    info = {
+        "rollout_n": rollout.get("n"),
+        "train_batch_size": (cfg.get("data") or {}).get("train_batch_size"),
+        "use_v1": tr.get("use_v1"),
+        "trainer_mode": (tr.get("v1") or {}).get("trainer_mode"),
+        "trainer_gpus": _int(tr.get("nnodes")) * _int(tr.get("n_gpus_per_node")),
+        "model": ((cfg.get("actor_rollout_ref") or {}).get("model") or {}).get("path"),
+    }
+    return {k: v for k, v in info.items() if v is not None}
+
+
+def _int(v: Any) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _wall_info(path: Path) -> dict[str, Any]:
+    info: dict[str, Any] = {}
+    for line in path.read_text(errors="replace").splitlines():
+        k, sep, v = line.partition("=")
+        if sep and k.strip() in ("wall_seconds", "framework_wall_seconds", "start_epoch", "end_epoch"):
+            try:
+                info[k.strip()] = float(v)
+            except ValueError:
+                pass
+    return info
+
+
+def parse_dir(log_dir: Path) -> ParseResult:
+    """Every file under log_dir, classified by content -> a ParseResult (never raises on bad input)."""
+    log_dir = Path(log_dir)
+    if not log_dir.exists():
+        return ParseResult(steps=[], warnings=[f"{log_dir}: no such directory"])
+    paths = [log_dir] if log_dir.is_file() else sorted(p for p in log_dir.rglob("*") if p.is_file())
+    kinds = {p: classify(p) for p in paths}
+    run_info: dict[str, Any] = {"framework": "verl"}
+    for p, kind in kinds.items():
+        if kind == "config":
+            run_info.update(_config_info(p))
+        elif kind == "wall_time":
+            run_info.update(_wall_info(p))
+    scan, files, warnings = _Scan(), [], []
+    for p in (p for p, k in kinds.items() if k == "jsonl"):
+        if scan_jsonl(p, scan):
+            files.append(str(p))
+    run_info["source"] = "jsonl" if scan.records else "console"
+    if not scan.records:  # console lines only when no JSONL metric file was found
+        for p in (p for p, k in kinds.items() if k == "text"):
+            if scan_console(p, scan):
+                files.append(str(p))
+    if not scan.records:
+        warnings.append(
+            f"{log_dir}: no verl step records (JSONL or console 'step:N - key:value' lines) found"
+        )
+    mode, how = _mode(scan, run_info)
+    run_info.update(mode=mode, mode_source=how, actor_prefixes=sorted(scan.prefixes))
+    if how == "assumed":
+        warnings.append("verl mode not found in a config file or in the metric keys: assumed 'sync'")
+    if scan.bad_pairs:
+        warnings.append(f"{scan.bad_pairs} key:value pair(s) could not be read as numbers")
+    if scan.skipped_lines:
+        warnings.append(f"{scan.skipped_lines} step line(s)/record(s) skipped: malformed")
+    steps = _rows(scan.records, mode, run_info, warnings)
+    return ParseResult(
+        steps=steps, warnings=warnings, skipped_lines=scan.skipped_lines, files=files, run_info=run_info
+    )
+
+
+def _mode(scan: _Scan, info: dict[str, Any]) -> tuple[str, str]:
+    for prefix, mode in MODE_BY_PREFIX.items():
+        if prefix in scan.prefixes:
+            return mode, "prefix"
+    if scan.saw_fully_async:
+        return "fully_async", "keys"
+    if any("timing_s/generate_async" in r for r in scan.records.values()):
+        return "one_step_off", "keys"
+    if info.get("use_v1") and info.get("trainer_mode"):
+        return str(info["trainer_mode"]), "config"
+    if scan.saw_separate_async:
+        return "separate_async", "keys"
+    return "sync", "assumed"
+
+
+def _sum(rec: dict[str, float], *keys: str) -> float | None:
+    vals = [rec[k] for k in keys if k in rec]
+    return sum(vals) if vals else None
+
+
+def _rows(
+    records: dict[int, dict[str, float]], mode: str, info: dict[str, Any], warnings: list[str]
+) -> list[dict]:
+    """Merged records -> steps.parquet rows (trace.STEP_FIELDS + native_*)."""
+    n = info.get("rollout_n")
+    rows, incomplete = [], []
+    for step in sorted(records):
+        r = records[step]
+        if not r:
+            continue  # validation-only record (val-core/..., val-aux/...)
+        row: dict[str, Any] = {"step": step, "step_s": r.get("timing_s/step")}
+        if row["step_s"] is None:
+            incomplete.append(step)
+        gen = r.get("timing_s/gen")
+        # timing_s/gen means different things per mode (verl.md section 4)
+        if mode == "one_step_off":
+            row.update(gen_s=r.get("timing_s/generate_async"), wait_s=gen)
+        elif mode in ("separate_async", "fully_async"):
+            row.update(gen_s=None, wait_s=gen)
+        else:  # colocated: the trainer waits while its own GPUs generate
+            row.update(gen_s=gen, wait_s=gen)
+        row["logprob_s"] = _sum(r, "timing_s/old_log_prob", "timing_s/ref", "timing_s/values")
+        row["compute_s"] = _sum(r, "timing_s/update_actor", "timing_s/update_critic")
+        row["sync_s"] = _sum(
+            r, "timing_s/update_weights", "timing_s/sync_rollout_weights", "timing_s/param_sync"
+        )
+        tokens, p_mean, r_mean = (
+            r.get("perf/total_num_tokens"),
+            r.get("prompt_length/mean"),
+            r.get("response_length/mean"),
+        )
+        if tokens is not None and p_mean is not None and r_mean is not None and p_mean + r_mean > 0:
+            samples = round(
+                tokens / (p_mean + r_mean)
+            )  # total_num_tokens = samples x (prompt + response) means
+            row.update(
+                samples=samples,
+                prompt_tokens=round(p_mean * samples),
+                response_tokens=round(r_mean * samples),
+            )
+            if n:
+                row["prompts"] = samples // int(n)
+            if mode == "sync":
+                row.update(generated_tokens=row["response_tokens"], dispatched_samples=samples)
+        if n:
+            groups = _sum(
+                r, "training/off_policy/evicted_samples", "training/rollout_failure/evicted_samples"
+            )
+            row["discarded_samples"] = None if groups is None else round(groups * int(n))
+            filtered = r.get("training/filter_groups/evicted_samples")
+            row["filtered_samples"] = None if filtered is None else round(filtered * int(n))
+        if "fully_async/count/dropped_stale_samples" in r:
+            row["discarded_samples"] = round(r["fully_async/count/dropped_stale_samples"])
+        row["staleness_mean"] = r.get("training/off_policy/trajectory_staleness/mean")
+        row["staleness_max"] = r.get("training/off_policy/trajectory_staleness/max")
+        row["reward_mean"] = r.get("critic/score/mean")
+        for col, key in NATIVE.items():
+            if key in r:
+                row[col] = r[key]
+        rows.append(row)
+    if incomplete:
+        warnings.append(f"step(s) {incomplete} have no timing_s/step (truncated or interleaved record)")
+    if n is None and rows:
+        warnings.append(
+            "rollout.n unknown (no dumped config found): prompts and evicted-group counts left null"
+        )
+    _place_in_time(rows, info, warnings)
+    return rows
+
+
+def _place_in_time(rows: list[dict], info: dict[str, Any], warnings: list[str]) -> None:
+    """t_start_s/t_end_s: steps back to back; ending at the run's wall time when it is known."""
+    total = sum(r["step_s"] for r in rows if r.get("step_s") is not None and not math.isnan(r["step_s"]))
+    wall = info.get("wall_seconds")
+    start = wall - total if wall is not None and wall >= total else 0.0
+    if rows:
+        info["init_s"] = start if wall is not None else None
+        warnings.append(
+            "t_start_s/t_end_s inferred from timing_s/step (steps assumed back to back"
+            + (f", ending at wall_seconds={wall:g})" if wall is not None else ", from t=0)")
+        )
+    t = start
+    for r in rows:
+        s = r.get("step_s")
+        if s is None or math.isnan(s):
+            continue
+        r["t_start_s"], r["t_end_s"] = t, t + s
+        t += s
