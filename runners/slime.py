@@ -1,0 +1,654 @@
+"""slime (THUDM/slime) runner: the native launch of a workload, and its logs -> trace rows.
+
+Pinned version and site paths live in conf/framework/slime.yaml; facts behind every translation
+are in ../shared/reference/slime.md. slime is launched as a Ray job: Ray head + workers on every
+node (runners/slurm.py), then `python3 train.py` (synchronous, colocated or not) or
+`python3 train_async.py` (one-step-off, never colocated) on node 0 with one long flag list.
+Flags are checked against runners/schemas/slime-v0.3.1.json, derived from slime's, Megatron-LM's
+and SGLang's sources by runners/schemas/derive_slime.py. Logs are parsed by runners/slime_logs.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from runners import slime_logs
+from runners.base import Launch, ParseResult, Process, Runner
+from runners.slurm import ray_processes, render_sbatch
+
+SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "slime-v0.3.1.json"
+
+# Every translation decision, as data: (concept, slime key, unit, slime default, caveat).
+# docs/frameworks.md is generated from these rows.
+SEMANTICS: list[tuple[str, str, str, str, str]] = [
+    (
+        "prompts per step",
+        "--rollout-batch-size",
+        "prompts (groups)",
+        "required",
+        "counts prompts, not samples",
+    ),
+    (
+        "group size",
+        "--n-samples-per-prompt",
+        "samples per prompt",
+        "1",
+        "n=1 disables GRPO std normalisation",
+    ),
+    (
+        "train batch",
+        "--global-batch-size",
+        "samples",
+        "None (Megatron mbs x DP)",
+        "set to prompts x group / mini_batches_per_step; unset, Megatron's tiny default silently applies",
+    ),
+    (
+        "trainer steps",
+        "--num-rollout",
+        "rollouts",
+        "required (or --num-epoch)",
+        "one rollout = one trainer step of mini_batches_per_step optimizer updates",
+    ),
+    ("max response", "--rollout-max-response-len", "tokens", "None", "SGLang max_new_tokens, over all turns"),
+    (
+        "max prompt",
+        "--rollout-max-prompt-len",
+        "tokens",
+        "None",
+        "longer prompts are dropped from the dataset",
+    ),
+    ("temperature", "--rollout-temperature", "-", "1.0", "must be > 0"),
+    (
+        "trainer GPUs",
+        "--actor-num-nodes x --actor-num-gpus-per-node",
+        "GPUs",
+        "1 x 8",
+        "the lowest-IP nodes become trainers (placement-group order)",
+    ),
+    ("generator GPUs", "--rollout-num-gpus", "GPUs", "None", "disaggregated only; colocated = trainer GPUs"),
+    ("GPUs per node", "--num-gpus-per-node", "GPUs", "8", "must be set when nodes have fewer than 8 GPUs"),
+    (
+        "generator engine size",
+        "--rollout-num-gpus-per-engine",
+        "GPUs",
+        "1",
+        "= generator.tp x generator.dp; dp > 1 adds --sglang-enable-dp-attention --sglang-dp-size",
+    ),
+    ("generator EP", "--sglang-ep-size", "GPUs", "1", "inside one engine"),
+    (
+        "generator concurrency",
+        "--sglang-server-concurrency",
+        "requests per engine",
+        "512",
+        "slime's own in-flight cap; SGLang's CUDA-graph max batch (160) is a separate limit",
+    ),
+    ("generator memory", "--sglang-mem-fraction-static", "fraction of HBM", "SGLang auto", ""),
+    (
+        "placement colocated",
+        "--colocate",
+        "-",
+        "off",
+        "forces --offload-train and --offload-rollout; train.py only",
+    ),
+    (
+        "staleness budget",
+        "train_async.py + --update-weights-interval",
+        "policy versions",
+        "train.py (0)",
+        "train_async.py generates rollout k+1 while training k: staleness = interval (no hard bound in fully async)",
+    ),
+    (
+        "partial rollout",
+        "--partial-rollout",
+        "-",
+        "off",
+        "aborted groups are buffered and resumed next rollout; only acts when over-sampling or a filter leaves work pending",
+    ),
+    (
+        "fully async",
+        "--rollout-function-path",
+        "dotted path",
+        "slime.rollout.sglang_rollout.generate_rollout",
+        "native.rollout_function_path; fully async keeps groups in flight across steps, staleness unbounded",
+    ),
+    (
+        "oversampling",
+        "--over-sampling-batch-size",
+        "prompts (groups)",
+        "= rollout batch",
+        "ceil(prompts x oversampling); dispatch happens in chunks of this size",
+    ),
+    (
+        "zero-advantage filter",
+        "--dynamic-sampling-filter-path",
+        "dotted path",
+        "None",
+        "slime.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std; dropped groups are refilled",
+    ),
+    (
+        "algorithm",
+        "--advantage-estimator",
+        "grpo | gspo",
+        "grpo",
+        "gspo uses --eps-clip 4e-4 (slime's run-qwen3-235B-A22B.sh); dapo = grpo + clip-higher 0.28 + filter",
+    ),
+    (
+        "std normalisation",
+        "--disable-grpo-std-normalization",
+        "-",
+        "on",
+        "passed when workload.std_normalize is false",
+    ),
+    (
+        "KL penalty",
+        "--use-kl-loss --kl-loss-coef",
+        "-",
+        "off",
+        "only when kl_coef > 0: --use-kl-loss with coef 0 still loads a reference model and runs its forward",
+    ),
+    ("learning rate", "--lr --lr-decay-style constant", "-", "1e-6", ""),
+    (
+        "trainer parallelism",
+        "--tensor/--pipeline/--context/--expert-model-parallel-size",
+        "GPUs",
+        "1",
+        "Megatron only: sharding=fsdp becomes Megatron DP with the distributed optimizer (ZeRO-1)",
+    ),
+    (
+        "optimizer offload",
+        "--optimizer-cpu-offload --overlap-cpu-optimizer-d2h-h2d --use-precision-aware-optimizer",
+        "-",
+        "off",
+        "CPU Adam",
+    ),
+    ("micro batch", "--use-dynamic-batch-size --max-tokens-per-gpu", "tokens per GPU", "off (mbs 1)", ""),
+    (
+        "model architecture",
+        "MODEL_ARGS (--num-layers ... --moe-*)",
+        "-",
+        "none",
+        "derived from cfg.model; slime checks them against the HF config.json and fails on a mismatch",
+    ),
+    (
+        "weights",
+        "--hf-checkpoint, --load",
+        "path",
+        "required",
+        "--load points at the HF directory (slime v0.3.1 loads HF weights directly); FP8 generation reads <name>-FP8",
+    ),
+    (
+        "metrics",
+        "console `perf N: {...}` dicts",
+        "-",
+        "W&B off",
+        "no W&B unless native.wandb (then offline, --wandb-group set); RAY_DEDUP_LOGS=0 keeps every record line",
+    ),
+]
+
+# Log formats the parser accepts, per version (runners/slime_logs.py).
+PARSER_FORMATS: list[dict[str, str]] = [
+    {"source": "slime v0.2.0 .. v0.3.1 (a6272da0d4f3)",
+     "line": "(MegatronTrainRayActor pid=N) [YYYY-MM-DD HH:MM:SS] train_metric_utils.py:L - perf N: {...}",
+     "notes": "rollout side from (RolloutManager pid=N) ... rollout.py:L - perf N: {...}"},
+    {"source": "slime HEAD 624b824a (slime/observability/)", "line": "same payloads, other file:line prefixes",
+     "notes": "records are keyed on `<kind> <id>: {` and payload keys, never on file:line"},
+    {"source": "slime before 2025-10-30 (PR #629)", "line": "'perf/total_train_time'",
+     "notes": "read as perf/step_time"},
+    {"source": "Miles 862ac1ea (radixark/miles)",
+     "line": "(MegatronTrainRayActor pid=N) [YYYY-MM-DD HH:MM:SS.mmm actor_cell0_rank0] train_metric_utils.py:L - perf N: {...}",
+     "notes": "step dicts printed twice (log_utils.py and model.py); rollout/weight_version/* gives staleness"},
+    {"source": "any", "line": "Ray prefix `(Actor pid=N, ip=...)`, suffix ` [repeated Nx across cluster]`",
+     "notes": "bare nan/inf and np.float64(...) in payloads; Megatron argument dump gives the batch shape"},
+]  # fmt: skip
+
+# Megatron-LM and SGLang flags this runner can emit; derive_slime.py verifies each in their sources.
+MEGATRON_FLAGS = [
+    "--accumulate-allreduce-grads-in-fp32", "--adam-beta1", "--adam-beta2", "--add-qkv-bias",
+    "--attention-backend", "--attention-dropout", "--attention-softmax-in-fp32", "--context-parallel-size",
+    "--disable-bias-linear", "--enable-experimental", "--expert-model-parallel-size",
+    "--expert-tensor-parallel-size", "--ffn-hidden-size", "--group-query-attention", "--hidden-dropout",
+    "--hidden-size", "--kv-channels", "--kv-lora-rank", "--lr-decay-style", "--make-vocab-size-divisible-by",
+    "--moe-aux-loss-coeff", "--moe-ffn-hidden-size", "--moe-grouped-gemm", "--moe-layer-freq",
+    "--moe-permute-fusion", "--moe-router-bias-update-rate", "--moe-router-dtype",
+    "--moe-router-enable-expert-bias", "--moe-router-load-balancing-type", "--moe-router-pre-softmax",
+    "--moe-router-score-function", "--moe-router-topk", "--moe-router-topk-scaling-factor",
+    "--moe-shared-expert-intermediate-size", "--moe-token-dispatcher-type", "--moe-token-drop-policy",
+    "--multi-latent-attention", "--no-position-embedding", "--norm-epsilon", "--normalization",
+    "--num-attention-heads", "--num-experts", "--num-layers", "--num-query-groups", "--optimizer",
+    "--optimizer-cpu-offload", "--overlap-cpu-optimizer-d2h-h2d", "--pipeline-model-parallel-size",
+    "--position-embedding-type", "--q-lora-rank", "--qk-head-dim", "--qk-layernorm", "--qk-pos-emb-head-dim",
+    "--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--rotary-base",
+    "--rotary-percent", "--sequence-parallel", "--spec", "--swiglu", "--tensor-model-parallel-size",
+    "--untie-embeddings-and-output-weights", "--use-precision-aware-optimizer",
+    "--use-rotary-position-embeddings", "--v-head-dim", "--vocab-size", "--weight-decay",
+]  # fmt: skip
+SGLANG_FLAGS = [
+    "--sglang-dp-size", "--sglang-enable-dp-attention", "--sglang-ep-size", "--sglang-kv-cache-dtype",
+    "--sglang-mem-fraction-static",
+]  # fmt: skip
+
+DYNAMIC_FILTER = "slime.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std"
+# HF config.json facts not in ModelConf, per model_type (slime's scripts/models/*.sh agree):
+# (rope_theta, rms_norm_eps, qk_layernorm, extra flags). rope_theta is an int flag in Megatron.
+ARCH_FAMILY: dict[str, dict[str, Any]] = {
+    "qwen3": {"rope_theta": 1_000_000, "eps": "1e-6", "qk_norm": True},
+    "qwen3_moe": {"rope_theta": 1_000_000, "eps": "1e-6", "qk_norm": True, "router": "softmax"},
+    "glm4_moe": {"rope_theta": 1_000_000, "eps": "1e-5", "qk_norm": True, "router": "sigmoid",
+                 "rotary_percent": "0.5", "qkv_bias": True},
+    "glm_moe_dsa": {"rope_theta": 1_000_000, "eps": "1e-5", "qk_norm": True, "router": "sigmoid",
+                    "spec": ["slime_plugins.models.glm5.glm5", "get_glm5_spec"]},
+}  # fmt: skip
+# Per-checkpoint exceptions (HF config.json of each repo).
+ARCH_OVERRIDES: dict[str, dict[str, Any]] = {
+    "Qwen/Qwen3-235B-A22B-Thinking-2507": {"rope_theta": 5_000_000},  # 256K-context 2507 release
+    "Qwen/Qwen3-235B-A22B-Instruct-2507": {"rope_theta": 5_000_000},
+    "zai-org/GLM-4.5-Air": {"qk_norm": False},  # use_qk_norm: false
+}
+
+
+def model_flags(model: Any) -> list[tuple[str, Any]]:
+    """Megatron MODEL_ARGS for cfg.model (what slime's scripts/models/<m>.sh spell by hand)."""
+    fam = {**ARCH_FAMILY[model.model_type], **ARCH_OVERRIDES.get(model.name, {})}
+    f: list[tuple[str, Any]] = []
+    if fam.get("spec"):
+        f.append(("--spec", fam["spec"]))
+    f += [("--num-layers", model.layers), ("--hidden-size", model.hidden),
+          ("--ffn-hidden-size", model.ffn_dense or model.ffn_expert), ("--num-attention-heads", model.q_heads)]  # fmt: skip
+    if str(getattr(model.attention, "value", model.attention)) == "mla":
+        f += [("--multi-latent-attention", None), ("--q-lora-rank", model.q_lora_rank),
+              ("--kv-lora-rank", model.kv_lora_rank), ("--qk-head-dim", model.qk_nope_head_dim),
+              ("--qk-pos-emb-head-dim", model.qk_rope_head_dim), ("--v-head-dim", model.v_head_dim),
+              ("--kv-channels", model.qk_nope_head_dim), ("--no-position-embedding", None),
+              ("--enable-experimental", None)]  # fmt: skip
+    else:
+        f += [("--group-query-attention", None), ("--num-query-groups", model.kv_heads),
+              ("--kv-channels", model.head_dim), ("--use-rotary-position-embeddings", None)]  # fmt: skip
+    f += [("--position-embedding-type", "rope"), ("--rotary-base", int(fam["rope_theta"])),
+          ("--rotary-percent", fam.get("rotary_percent", "1.0")), ("--normalization", "RMSNorm"),
+          ("--norm-epsilon", fam["eps"]), ("--swiglu", None), ("--disable-bias-linear", None),
+          ("--vocab-size", model.vocab)]  # fmt: skip
+    if fam.get("qk_norm"):
+        f.append(("--qk-layernorm", None))
+    if fam.get("qkv_bias"):
+        f.append(("--add-qkv-bias", None))
+    if not model.tied_embeddings:
+        f.append(("--untie-embeddings-and-output-weights", None))
+    if model.routed_experts:
+        moe_layers = model.layers - model.dense_layers
+        f += [("--num-experts", model.routed_experts), ("--moe-router-topk", model.top_k),
+              ("--moe-ffn-hidden-size", model.ffn_expert),
+              ("--moe-layer-freq", f"[0]*{model.dense_layers}+[1]*{moe_layers}"),
+              ("--moe-router-score-function", fam["router"]), ("--moe-token-dispatcher-type", "alltoall"),
+              ("--moe-grouped-gemm", None), ("--moe-permute-fusion", None), ("--moe-router-dtype", "fp32"),
+              ("--moe-aux-loss-coeff", "0")]  # fmt: skip
+        if model.shared_experts:
+            f.append(("--moe-shared-expert-intermediate-size", model.ffn_expert * model.shared_experts))
+        if fam["router"] == "sigmoid":  # DeepSeek-style router with expert bias (GLM)
+            f += [("--moe-router-pre-softmax", None), ("--moe-router-enable-expert-bias", None),
+                  ("--moe-router-bias-update-rate", "0"), ("--moe-router-load-balancing-type", "seq_aux_loss"),
+                  ("--moe-router-topk-scaling-factor", "2.5")]  # fmt: skip
+        else:
+            f.append(("--moe-token-drop-policy", "probs"))
+    return f
+
+
+def _enum(value: Any) -> str:
+    return str(getattr(value, "value", value))
+
+
+def _native(cfg: Any) -> dict[str, Any]:
+    native = cfg.framework.native
+    return dict(native) if native is not None else {}
+
+
+def layout(cfg: Any) -> dict[str, int]:
+    """GPU split: trainer nodes x GPUs, generator GPUs, engine size, and nodes for the whole job."""
+    exp, gpn = cfg.experiment, int(cfg.cluster.gpus_per_node)
+    colocated = _enum(exp.placement) == "colocated"
+    trainer, generator = int(exp.trainer_gpus), int(exp.generator_gpus)
+    actor_gpn = min(trainer, gpn)
+    total = max(trainer, generator) if colocated else trainer + generator
+    return {
+        "actor_num_nodes": max(1, trainer // actor_gpn),
+        "actor_num_gpus_per_node": actor_gpn,
+        "rollout_num_gpus": trainer if colocated else generator,
+        "gpus_per_engine": int(exp.generator.tp) * max(1, int(exp.generator.dp)),
+        "gpus_per_node": gpn,
+        "nodes": math.ceil(total / gpn),
+        "colocated": colocated,
+    }
+
+
+def _model_paths(cfg: Any, native: dict[str, Any]) -> tuple[str, str]:
+    """(--hf-checkpoint, --load): generation reads the FP8 release when generator.dtype_bytes == 1."""
+    root = str(native.get("models_dir", "/models")).rstrip("/")
+    bf16 = f"{root}/{cfg.model.name}"
+    fp8 = float(cfg.experiment.generator.dtype_bytes) == 1.0
+    return (f"{bf16}{native.get('fp8_suffix', '-FP8')}" if fp8 else bf16), bf16
+
+
+def driver_flags(cfg: Any, mode: str) -> list[tuple[str, Any]]:
+    """slime's flag list for this workload, as (flag, value|None) pairs in a fixed order."""
+    w, exp, native = cfg.workload, cfg.experiment, _native(cfg)
+    lay = layout(cfg)
+    samples = int(w.prompts_per_step) * int(w.group_size)
+    hf_ckpt, load = _model_paths(cfg, native)
+    algorithm = _enum(w.algorithm)
+    f: list[tuple[str, Any]] = [
+        ("--actor-num-nodes", lay["actor_num_nodes"]),
+        ("--actor-num-gpus-per-node", lay["actor_num_gpus_per_node"]),
+        ("--num-gpus-per-node", lay["gpus_per_node"]),
+    ]
+    f.append(("--colocate", None) if lay["colocated"] else ("--rollout-num-gpus", lay["rollout_num_gpus"]))
+    f += [
+        ("--rollout-num-gpus-per-engine", lay["gpus_per_engine"]),
+        ("--hf-checkpoint", hf_ckpt),
+        ("--load", load),
+    ]
+    if float(w.kl_coef) > 0:
+        # The reference model is a Megatron torch_dist checkpoint (tools/convert_hf_to_torch_dist.py).
+        ref = f"{str(native.get('models_dir', '/models')).rstrip('/')}/{cfg.model.name}_torch_dist"
+        f.append(("--ref-load", ref))
+    f += model_flags(cfg.model)
+    data = str(native.get("data_dir", "/data")).rstrip("/")
+    f += [("--prompt-data", f"{data}/{w.dataset}/{native.get('prompt_file', 'train.jsonl')}"),
+          ("--input-key", native.get("input_key", "prompt")), ("--label-key", native.get("label_key", "label")),
+          ("--apply-chat-template", None), ("--rollout-shuffle", None)]  # fmt: skip
+    task = dict((native.get("tasks") or {}).get(w.task) or {})
+    if task.get("rm_type"):
+        f.append(("--rm-type", task["rm_type"]))
+    for item in task.get("args") or []:  # task harness flags (e.g. the SWE agent's generate function)
+        flag, _, value = str(item).partition(" ")
+        f.append((flag, value or None))
+    f += [("--num-rollout", w.steps), ("--rollout-batch-size", w.prompts_per_step),
+          ("--n-samples-per-prompt", w.group_size), ("--rollout-max-prompt-len", w.max_prompt_len),
+          ("--rollout-max-response-len", w.max_response_len), ("--rollout-temperature", w.temperature),
+          ("--global-batch-size", samples // int(w.mini_batches_per_step)),
+          ("--seed", exp.seed), ("--rollout-seed", exp.seed)]  # fmt: skip
+    if float(exp.oversampling) > 1:
+        f.append(("--over-sampling-batch-size", math.ceil(int(w.prompts_per_step) * float(exp.oversampling))))
+    if exp.filter_zero_advantage or algorithm == "dapo":
+        f.append(("--dynamic-sampling-filter-path", DYNAMIC_FILTER))
+    if native.get(
+        "rollout_function_path"
+    ):  # e.g. slime.rollout.fully_async_rollout.generate_rollout_fully_async
+        f.append(("--rollout-function-path", native["rollout_function_path"]))
+    if exp.partial_rollout or mode == "partial_rollout":
+        f.append(("--partial-rollout", None))
+    if mode in ("async", "partial_rollout"):
+        f.append(("--update-weights-interval", max(1, int(w.staleness_budget))))
+    f.append(("--advantage-estimator", "gspo" if algorithm == "gspo" else "grpo"))
+    if algorithm == "gspo":
+        f.append(("--eps-clip", "4e-4"))
+    elif algorithm == "dapo":
+        f += [("--eps-clip", "0.2"), ("--eps-clip-high", "0.28")]
+    if not w.std_normalize:
+        f.append(("--disable-grpo-std-normalization", None))
+    if float(w.kl_coef) > 0:
+        f += [("--use-kl-loss", None), ("--kl-loss-coef", w.kl_coef), ("--kl-loss-type", "low_var_kl")]
+    f += [("--optimizer", "adam"), ("--lr", w.lr), ("--lr-decay-style", "constant"),
+          ("--weight-decay", native.get("weight_decay", 0.1)), ("--adam-beta1", "0.9"), ("--adam-beta2", "0.98")]  # fmt: skip
+    tr = exp.trainer
+    if tr.offload_optimizer:
+        f += [("--optimizer-cpu-offload", None), ("--overlap-cpu-optimizer-d2h-h2d", None),
+              ("--use-precision-aware-optimizer", None)]  # fmt: skip
+    f += [("--tensor-model-parallel-size", tr.tp)]
+    if int(tr.tp) > 1:
+        f.append(("--sequence-parallel", None))
+    f += [("--pipeline-model-parallel-size", tr.pp), ("--context-parallel-size", tr.cp),
+          ("--expert-model-parallel-size", tr.ep), ("--expert-tensor-parallel-size", 1),
+          ("--recompute-granularity", "full"), ("--recompute-method", "uniform"), ("--recompute-num-layers", 1),
+          ("--use-dynamic-batch-size", None), ("--max-tokens-per-gpu", tr.micro_batch_tokens),
+          ("--attention-dropout", "0.0"), ("--hidden-dropout", "0.0"), ("--accumulate-allreduce-grads-in-fp32", None),
+          ("--attention-softmax-in-fp32", None), ("--attention-backend", "flash")]  # fmt: skip
+    gen = exp.generator
+    f += [("--sglang-mem-fraction-static", gen.gpu_memory_utilization),
+          ("--sglang-server-concurrency", gen.max_concurrency)]  # fmt: skip
+    if int(gen.ep) > 1:
+        f.append(("--sglang-ep-size", gen.ep))
+    if int(gen.dp) > 1:
+        f += [("--sglang-enable-dp-attention", None), ("--sglang-dp-size", gen.dp)]
+    if float(gen.kv_dtype_bytes) == 1.0:
+        f.append(("--sglang-kv-cache-dtype", "fp8_e4m3"))
+    if native.get("wandb"):
+        # Offline: local metric capture never needs the network; slime requires a group name.
+        f += [("--use-wandb", None), ("--wandb-mode", "offline"), ("--wandb-project", native.get("wandb_project", "rl-bench")),
+              ("--wandb-group", f"{exp.name}-{cfg.framework.name}"), ("--wandb-dir", "{run_dir}/logs/wandb")]  # fmt: skip
+    for item in native.get("extra_args") or []:
+        flag, _, value = str(item).partition(" ")
+        f.append((flag, value or None))
+    return f
+
+
+def _word(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, list | tuple):
+        return [str(v) for v in value]
+    return [str(value)]
+
+
+def flatten(flags: list[tuple[str, Any]]) -> list[str]:
+    """(flag, value) pairs -> argv words."""
+    return [w for flag, value in flags for w in (flag, *_word(value))]
+
+
+def flags_text(flags: list[tuple[str, Any]]) -> str:
+    """flags.txt: one flag and its shell-quoted value(s) per line (slime's bash-array style)."""
+    return "".join(" ".join([flag, *(shlex.quote(v) for v in _word(value))]) + "\n" for flag, value in flags)
+
+
+@cache
+def load_schema(path: str = str(SCHEMA_PATH)) -> dict[str, Any]:
+    """The derived flag schema (runners/schemas/slime-v0.3.1.json)."""
+    return json.loads(Path(path).read_text())
+
+
+def unknown_flags(argv: list[str], schema: dict[str, Any] | None = None) -> list[str]:
+    """Flags of a driver argv that slime (with Megatron and SGLang pass-through) would not accept."""
+    schema = schema or load_schema()
+    known = set(schema["slime"]) | set(schema["megatron"]) | set(schema["sglang"])
+    return [w for w in argv if w.startswith("--") and w not in known]
+
+
+def check_values(flags: list[tuple[str, Any]], schema: dict[str, Any] | None = None) -> list[str]:
+    """Values that the schema's type/choices would reject (e.g. a float for an int flag)."""
+    schema = schema or load_schema()
+    merged = {**schema["megatron"], **schema["sglang"], **schema["slime"]}
+    casts = {"int": int, "float": float}
+    problems = []
+    for flag, value in flags:
+        spec = merged.get(flag)
+        if spec is None:
+            continue
+        if spec["type"] == "bool" and value is not None:
+            problems.append(f"{flag} is a switch; got value {value!r}")
+        elif spec["type"] != "bool" and value is None:
+            problems.append(f"{flag} needs a value ({spec['type']})")
+        elif spec["type"] in casts and not spec.get("nargs"):
+            try:
+                casts[spec["type"]](str(value))
+            except ValueError:
+                problems.append(f"{flag}={value!r}; expected {spec['type']}")
+        if "choices" in spec and value is not None and str(value) not in map(str, spec["choices"]):
+            problems.append(f"{flag}={value!r}; expected one of {spec['choices']}")
+    return problems
+
+
+class SlimeRunner(Runner):
+    """slime at the version pinned in conf/framework/slime.yaml (also reads Miles logs)."""
+
+    name = "slime"
+
+    def resolve_mode(self, cfg: Any) -> str:
+        """colocated -> colocate_sync; partial rollout -> partial_rollout; staleness >= 1 -> async; else sync."""
+        mode = str(cfg.framework.mode)
+        if mode != "auto":
+            return mode
+        if _enum(cfg.experiment.placement) == "colocated":
+            return "colocate_sync"
+        if cfg.experiment.partial_rollout:
+            return "partial_rollout"
+        return "async" if int(cfg.workload.staleness_budget) >= 1 else "sync"
+
+    def validate(self, cfg: Any) -> list[str]:
+        """Problems that would make slime refuse the launch or change the workload."""
+        problems: list[str] = []
+        mode, modes = self.resolve_mode(cfg), dict(cfg.framework.modes or {})
+        exp, w, lay = cfg.experiment, cfg.workload, layout(cfg)
+        if modes and mode not in modes:
+            problems.append(
+                f"framework.mode={mode!r}: slime {cfg.framework.version} has modes {sorted(modes)}"
+            )
+        if lay["colocated"] and mode in ("async", "partial_rollout"):
+            problems.append(
+                f"framework.mode={mode!r} with experiment.placement=colocated: train_async.py refuses --colocate; "
+                "use colocate_sync or placement=disaggregated"
+            )
+        if not lay["colocated"] and mode == "colocate_sync":
+            problems.append("framework.mode='colocate_sync' needs experiment.placement=colocated")
+        trainer, gpn = int(exp.trainer_gpus), lay["gpus_per_node"]
+        if trainer > gpn and trainer % gpn:
+            problems.append(
+                f"experiment.trainer_gpus={trainer}: slime places whole trainer nodes; expected a multiple of cluster.gpus_per_node={gpn}"
+            )
+        tr = exp.trainer
+        model_parallel = int(tr.tp) * int(tr.pp) * int(tr.cp)
+        if trainer % model_parallel:
+            problems.append(
+                f"experiment.trainer_gpus={trainer} is not divisible by trainer tp*pp*cp={model_parallel} (Megatron data parallel)"
+            )
+        if lay["rollout_num_gpus"] % lay["gpus_per_engine"]:
+            problems.append(
+                f"experiment.generator_gpus={lay['rollout_num_gpus']} is not divisible by the engine size "
+                f"generator.tp*dp={lay['gpus_per_engine']} (--rollout-num-gpus-per-engine)"
+            )
+        samples = int(w.prompts_per_step) * int(w.group_size)
+        if samples % int(w.mini_batches_per_step):
+            problems.append(
+                f"workload: prompts_per_step*group_size={samples} is not divisible by mini_batches_per_step={w.mini_batches_per_step}"
+            )
+        if float(exp.oversampling) < 1:
+            problems.append(
+                f"experiment.oversampling={exp.oversampling}; slime asserts --over-sampling-batch-size >= --rollout-batch-size (expected >= 1)"
+            )
+        if float(w.temperature) <= 0:
+            problems.append(f"workload.temperature={w.temperature}; slime requires --rollout-temperature > 0")
+        if cfg.model.model_type not in ARCH_FAMILY:
+            problems.append(
+                f"model.model_type={cfg.model.model_type!r}: no slime architecture flags; known {sorted(ARCH_FAMILY)}"
+            )
+        if w.task not in (_native(cfg).get("tasks") or {}):
+            problems.append(f"workload.task={w.task!r}: no reward/harness mapping in framework.native.tasks")
+        if not problems:
+            flags = driver_flags(cfg, mode)
+            problems += [
+                f"flag {f} is not accepted by slime {cfg.framework.version}"
+                for f in unknown_flags(flatten(flags))
+            ]
+            problems += check_values(flags)
+        return problems
+
+    def notes(self, cfg: Any, mode: str) -> list[str]:
+        """Translation caveats for this workload (written to command.json)."""
+        exp, w = cfg.experiment, cfg.workload
+        out = [f"mode {mode}: {'train_async.py' if mode in ('async', 'partial_rollout') else 'train.py'}"]
+        if exp.trainer.sharding == "fsdp":
+            out.append(
+                "trainer.sharding=fsdp: slime 0.3.1 trains with Megatron only; FSDP is approximated by Megatron DP + distributed optimizer"
+            )
+        if exp.trainer.offload_activations or exp.trainer.offload_params:
+            out.append(
+                "offload_activations/offload_params have no slime flag; full recompute is used instead"
+            )
+        if exp.partial_rollout and float(exp.oversampling) <= 1 and not exp.filter_zero_advantage:
+            out.append(
+                "partial rollout without over-sampling or a filter leaves nothing pending: it has no effect"
+            )
+        if float(exp.generator.dtype_bytes) == 1.0:
+            out.append(
+                "FP8 generation: --hf-checkpoint points at the <model>-FP8 release; training stays BF16"
+            )
+        if w.task == "swe":
+            out.append(
+                "SWE harness: slime's examples/coding_agent_rl generate function, not the harness of the published run"
+            )
+        if _enum(w.algorithm) == "gspo":
+            out.append("GSPO clip range --eps-clip 4e-4 follows slime's run-qwen3-235B-A22B.sh")
+        if int(exp.generator.dp) > 1:
+            out.append(
+                "generator dp > 1: one SGLang engine with DP attention; prefill/decode disaggregation is not rendered"
+            )
+        return out
+
+    def render_launch(self, cfg: Any) -> Launch:
+        """Ray head/workers on every node, then train.py / train_async.py on node 0 (job.sbatch)."""
+        mode = self.resolve_mode(cfg)
+        native, lay = _native(cfg), layout(cfg)
+        flags = driver_flags(cfg, mode)
+        script = "train_async.py" if mode in ("async", "partial_rollout") else "train.py"
+        slime_dir = str(native.get("slime_dir", "/root/slime")).rstrip("/")
+        argv = ["python3", f"{slime_dir}/{script}", *flatten(flags)]
+        env = {
+            "PYTHONPATH": f"{native.get('megatron_dir', '/root/Megatron-LM')}:{slime_dir}",
+            "CUDA_DEVICE_MAX_CONNECTIONS": "1",
+            "RAY_DEDUP_LOGS": "0",  # every actor's record line reaches the log, none folded
+            "PYTHONUNBUFFERED": "1",
+        }
+        if native.get("wandb"):
+            env["WANDB_MODE"] = "offline"
+        secrets = sorted(native.get("secret_env") or [])
+        processes = ray_processes(lay["nodes"], lay["gpus_per_node"])
+        processes.append(Process(role="driver", node_rank=0, argv=argv, env=env, secret_env=secrets))
+        sbatch = render_sbatch(
+            cfg.cluster,
+            job_name=f"{cfg.experiment.name}-slime",
+            nodes=lay["nodes"],
+            gpus_per_node=lay["gpus_per_node"],
+            driver_argv=argv,
+            env=env,
+            secret_env=secrets,
+            container_image=str(cfg.framework.container or ""),
+        )
+        return Launch(
+            framework="slime",
+            version=str(cfg.framework.version),
+            nodes=lay["nodes"],
+            gpus_per_node=lay["gpus_per_node"],
+            processes=processes,
+            files={"flags.txt": flags_text(flags)},
+            sbatch=sbatch,
+            notes=self.notes(cfg, mode),
+        )
+
+    def parse_logs(self, log_dir: Path | str, peak_flops: float | None = None) -> ParseResult:
+        """slime/Miles console logs under log_dir -> steps rows (rollouts are not logged per sample).
+
+        peak_flops: the GPU's dense BF16 peak (FLOP/s) for native_mfu; without it native_mfu is null.
+        """
+        log_dir = Path(log_dir)
+        if not log_dir.is_dir():
+            return ParseResult(steps=[], warnings=[f"{log_dir}: not a directory"])
+        files = slime_logs.log_files(log_dir)
+        state = slime_logs.scan(files)
+        rows, warnings, run_info = slime_logs.build_steps(state, peak_flops)
+        if not files:
+            warnings.append(f"{log_dir}: no .log/.out/.err/.txt files")
+        elif not rows:
+            warnings.append(f"{log_dir}: no slime perf records in {len(files)} file(s)")
+        if peak_flops is None and rows:
+            warnings.append("native_mfu null: pass peak_flops (hardware.peak_bf16_flops) to parse_logs")
+        for env_file in sorted(log_dir.rglob("*.env")):
+            run_info.setdefault("env_files", {})[env_file.name] = slime_logs.read_env_file(env_file)
+        return ParseResult(
+            steps=rows,
+            warnings=warnings,
+            skipped_lines=state.skipped,
+            files=[str(p) for p in files],
+            run_info=run_info,
+        )

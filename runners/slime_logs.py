@@ -1,0 +1,354 @@
+"""slime / Miles console logs -> trace rows (steps.parquet), streamed line by line.
+
+slime logs one Python-dict record per rollout and kind through its logger
+(`[%(asctime)s] %(filename)s:%(lineno)d - <kind> <id>: {...}`); under Ray each line carries an
+`(ActorClass pid=N[, ip=...]) ` prefix. Miles (slime's fork) writes the same payloads with a
+millisecond timestamp and a process tag (`[2026-08-07 13:45:05.009 rollout_manager]`). The file:line
+prefix differs per version, so records are recognised by `<kind> <id>: {` and by the keys of
+their payload, never by the source location.
+
+Record kinds used (facts: ../shared/reference/slime.md section 3):
+- train-side `perf N` (keys `perf/train_wait_time`, `perf/step_time`, ...): one trainer step;
+  its timers are accumulated since the previous log, so `update_weights`, `sleep` and
+  `save_model` printed in `perf N+1` belong to step N (the first dict carries the initial push);
+- rollout-side `perf N` (keys `perf/rollout_time`, `rollout/...`): generation of rollout N;
+- train-side `rollout N` (`rollout/response_lengths`, `rollout/raw_reward`, ...): batch means;
+- `step N`, `passrate N`, `multi_turn N`, `eval N`: counted, not mapped.
+The Megatron argument dump (`  rollout_batch_size ...... 8`) and the driver command line give the
+batch shape. Nothing here raises on bad input: problems become warnings and skipped-line counts.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+import shlex
+from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+RECORD = re.compile(
+    rb"(?:\((?P<actor>\w+) pid=\d+[^)]*\) )?"
+    rb"(?:\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)[^\]]*\] )?"
+    rb"(?:\S+:\d+ - )?"
+    rb"(?P<kind>perf|rollout|eval|step|critic-step|passrate|multi_turn) (?P<id>\d+): (?P<payload>\{.*)$"
+)
+ARG_DUMP = re.compile(rb"^(?:\([^)]*\) )?  (?P<key>\w+) \.{3,} (?P<value>.*)$")
+RAY_TS = re.compile(rb"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[.,](?P<frac>\d+)\s")
+BARE_FLOAT = re.compile(r"(?<=[:,\[(] )(-?)(nan|inf)(?=[,}\])])")
+NUMPY_SCALAR = re.compile(r"np\.(?:float|int)\d*\(([^()]*)\)")
+REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\].*$")
+DRIVERS = ("train.py", "train_async.py")
+DRIVER_CMD = re.compile(rb"python[\d.]*\s+(?:-u\s+)?\S*?train(?:_async)?\.py(?:\s|$)")
+LOG_SUFFIXES = {".log", ".out", ".err", ".txt", ""}
+# Megatron/slime argument-dump keys that shape the trace (values are Python reprs)
+SHAPE_KEYS = (
+    "rollout_batch_size",
+    "n_samples_per_prompt",
+    "global_batch_size",
+    "num_steps_per_rollout",
+    "rollout_num_gpus",
+    "actor_num_nodes",
+    "actor_num_gpus_per_node",
+    "colocate",
+    "over_sampling_batch_size",
+    "dynamic_sampling_filter_path",
+    "partial_rollout",
+    "update_weights_interval",
+)
+# Keys renamed across slime versions -> current name (perf/total_train_time before 2025-10-30)
+LEGACY_KEYS = {"perf/total_train_time": "perf/step_time"}
+TRAIN_PERF_MARKERS = ("perf/train_wait_time", "perf/step_time", "perf/actor_train_time", "perf/train_time")
+
+
+def parse_payload(text: str) -> dict[str, Any] | None:
+    """A logged Python dict repr -> dict, safely (ast.literal_eval, never eval); None if malformed.
+
+    Bare `nan` becomes NaN and `inf` infinity (the repr of float('nan') is not a literal);
+    numpy scalar reprs (`np.float64(0.5)`) are unwrapped.
+    """
+    text = REPEATED.sub("", text.strip())
+    if "np." in text:
+        text = NUMPY_SCALAR.sub(r"\1", text)
+    text = BARE_FLOAT.sub(lambda m: "None" if m.group(2) == "nan" else m.group(1) + "1e999", text)
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if not isinstance(value, dict):
+        return None
+    return {LEGACY_KEYS.get(k, k): (math.nan if v is None else v) for k, v in value.items()}
+
+
+def _timestamp(raw: bytes | None) -> float | None:
+    if not raw:
+        return None
+    text = raw.decode("ascii", "replace").replace(",", ".")
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+class LogState:
+    """What the stream has seen so far; merged across files of one run."""
+
+    def __init__(self) -> None:
+        self.train_perf: dict[int, dict] = {}
+        self.train_perf_ts: dict[int, float] = {}
+        self.rollout_perf: dict[int, dict] = {}
+        self.train_rollout: dict[int, dict] = {}
+        self.counts: dict[str, int] = defaultdict(int)
+        self.args: dict[str, Any] = {}
+        self.argv: list[str] = []
+        self.first_ts: float | None = None
+        self.skipped = 0
+        self.unknown_perf = 0
+        self.lines = 0
+
+    def seen_ts(self, ts: float | None) -> None:
+        if ts is not None and (self.first_ts is None or ts < self.first_ts):
+            self.first_ts = ts
+
+    def feed(self, line: bytes) -> None:
+        """Consume one raw line (bytes, newline optional)."""
+        self.lines += 1
+        if self.first_ts is None or line[:2] == b"20":
+            m = RAY_TS.match(line)
+            if m:
+                self.seen_ts(_timestamp(m.group("ts") + b"." + m.group("frac")))
+        if b": {" in line:
+            self._record(line)
+        elif b" ...." in line:
+            m = ARG_DUMP.match(line.rstrip(b"\r\n"))
+            if m and m.group("key").decode() in SHAPE_KEYS:
+                self.args[m.group("key").decode()] = _literal(m.group("value").decode("utf-8", "replace"))
+        elif not self.argv and b"train" in line:
+            m = DRIVER_CMD.search(line)
+            if m:
+                self._command(line[m.start() :].decode("utf-8", "replace"))
+
+    def _record(self, line: bytes) -> None:
+        m = RECORD.search(line.rstrip(b"\r\n"))
+        if not m:
+            return
+        payload = parse_payload(m.group("payload").decode("utf-8", "replace"))
+        if payload is None:
+            self.skipped += 1  # truncated or interleaved record
+            return
+        kind, rid = m.group("kind").decode(), int(m.group("id"))
+        ts = _timestamp(m.group("ts"))
+        self.seen_ts(ts)
+        self.counts[kind] += 1
+        if kind == "perf":
+            if any(k in payload for k in TRAIN_PERF_MARKERS):
+                self.train_perf.setdefault(rid, {}).update(payload)
+                if ts is not None:
+                    self.train_perf_ts[rid] = ts
+            elif "perf/rollout_time" in payload or any(k.startswith("rollout/") for k in payload):
+                self.rollout_perf.setdefault(rid, {}).update(payload)
+            else:
+                self.unknown_perf += 1
+        elif kind == "rollout":
+            self.train_rollout.setdefault(rid, {}).update(payload)
+
+    def _command(self, text: str) -> None:
+        try:
+            self.argv = shlex.split(text)
+        except ValueError:  # unbalanced quotes in a truncated line
+            self.argv = text.split()
+
+
+def _literal(text: str) -> Any:
+    try:
+        return ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError):
+        return text.strip()
+
+
+def argv_options(argv: list[str]) -> dict[str, Any]:
+    """`--flag value` / `--switch` pairs of a driver command line (last occurrence wins)."""
+    opts: dict[str, Any] = {}
+    for i, word in enumerate(argv):
+        if word.startswith("--"):
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            opts[word[2:].replace("-", "_")] = True if nxt is None or nxt.startswith("--") else _literal(nxt)
+    return opts
+
+
+def log_files(log_dir: Path) -> list[Path]:
+    """Text log files under log_dir (recursive, sorted); others are ignored."""
+    return sorted(p for p in log_dir.rglob("*") if p.is_file() and p.suffix in LOG_SUFFIXES)
+
+
+def read_env_file(path: Path) -> dict[str, Any]:
+    """KEY=value lines (wall_time.env of the opd-benchmark launchers) -> dict."""
+    out: dict[str, Any] = {}
+    for line in path.read_text(errors="replace").splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            key, _, value = line.partition("=")
+            out[key.strip()] = _literal(value)
+    return out
+
+
+def scan(paths: list[Path], chunk: int = 1 << 20) -> LogState:
+    """Stream every file once; memory stays bounded by one line plus the per-step records."""
+    state = LogState()
+    for path in paths:
+        with path.open("rb", buffering=chunk) as fh:
+            for line in fh:
+                state.feed(line)
+    return state
+
+
+def _num(d: dict | None, key: str) -> float | None:
+    """A finite-or-NaN float from a record, None when absent or not a number."""
+    if not d or key not in d:
+        return None
+    v = d[key]
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _sum(d: dict | None, keys: tuple[str, ...]) -> float | None:
+    vals = [x for x in (_num(d, k) for k in keys) if x is not None]
+    return sum(vals) if vals else None
+
+
+def batch_shape(state: LogState) -> dict[str, Any]:
+    """Prompts per step, group size and the dispatch knobs: argument dump first, then the argv."""
+    shape = argv_options(state.argv)
+    shape.update({k: v for k, v in state.args.items() if v is not None})
+    return shape
+
+
+def _mode(shape: dict[str, Any], argv: list[str]) -> str | None:
+    driver = next((w for w in argv if w.endswith(DRIVERS)), "")
+    if shape.get("colocate") is True:
+        return "colocate_sync"
+    if driver.endswith("train_async.py"):
+        return "partial_rollout" if shape.get("partial_rollout") is True else "async"
+    if driver.endswith("train.py"):
+        return "partial_rollout" if shape.get("partial_rollout") is True else "sync"
+    return None
+
+
+def build_steps(state: LogState, peak_flops: float | None = None) -> tuple[list[dict], list[str], dict]:
+    """Trace rows (one per trainer step = rollout id), warnings, and run_info from a scanned log.
+
+    Units: seconds, samples, tokens. `sync_s` of step N is the `perf/update_weights_time` printed
+    in step N+1's dict (slime logs the timer before the weight update runs); the last step's is
+    unknown. `native_mfu` = perf/actor_train_tflops (per-GPU model TFLOP/s, 3x forward FLOPs, no
+    recompute) / peak_flops, only when the GPU's peak dense BF16 FLOP/s is given.
+    """
+    warnings: list[str] = []
+    shape = batch_shape(state)
+    prompts = shape.get("rollout_batch_size") if isinstance(shape.get("rollout_batch_size"), int) else None
+    group = shape.get("n_samples_per_prompt") if isinstance(shape.get("n_samples_per_prompt"), int) else None
+    samples = prompts * group if prompts and group else None
+    if samples is None:
+        warnings.append(
+            "batch shape unknown (no --rollout-batch-size/--n-samples-per-prompt): samples and tokens left null"
+        )
+    # Kept generated tokens equal trained response tokens only when nothing is dropped or carried over.
+    over = shape.get("over_sampling_batch_size")
+    drops_possible = bool(
+        (isinstance(over, int) and prompts and over > prompts)
+        or shape.get("dynamic_sampling_filter_path") not in (None, "None", False)
+        or shape.get("partial_rollout") is True
+    )
+    if drops_possible:
+        warnings.append(
+            "over-sampling / dynamic filter / partial rollout on: slime does not log discarded tokens, generated_tokens left null"
+        )
+    rollout_gpus = shape.get("rollout_num_gpus") if isinstance(shape.get("rollout_num_gpus"), int) else None
+
+    train_ids = sorted(state.train_perf)
+    if not train_ids and state.rollout_perf:
+        warnings.append(
+            "no train-side perf records: rollout-only run (--debug-rollout-only?) or the trainer never logged"
+        )
+    orphans = sorted(set(state.rollout_perf) - set(state.train_perf))
+    if train_ids and orphans:
+        warnings.append(f"rollout(s) {orphans} generated but never trained (run cut short?)")
+    if train_ids and train_ids != list(range(train_ids[0], train_ids[-1] + 1)):
+        warnings.append(f"train perf records are not contiguous: {train_ids}")
+    if train_ids:
+        warnings.append(f"step {train_ids[-1]}: sync_s unknown (its update_weights time is never logged)")
+
+    rows = []
+    for k in train_ids or sorted(state.rollout_perf):
+        tp, rp, tr = state.train_perf.get(k), state.rollout_perf.get(k), state.train_rollout.get(k)
+        nxt = state.train_perf.get(k + 1)
+        step_s = _num(tp, "perf/step_time")
+        row: dict[str, Any] = {
+            "step": k,
+            "step_s": step_s,
+            "wait_s": _num(tp, "perf/train_wait_time"),
+            "gen_s": _num(rp, "perf/rollout_time"),
+            "logprob_s": _sum(
+                tp, ("perf/log_probs_time", "perf/ref_log_probs_time", "perf/teacher_log_probs_time")
+            ),
+            "compute_s": _num(tp, "perf/actor_train_time"),
+            "sync_s": _num(nxt, "perf/update_weights_time"),
+            "samples": samples if tp else None,
+            "prompts": prompts if tp else None,
+            "reward_mean": _num(tr, "rollout/raw_reward"),
+            "native_wait_time_ratio": _num(tp, "perf/wait_time_ratio"),
+            "native_actor_train_tflops": _num(tp, "perf/actor_train_tflops"),
+            "native_actor_train_tok_per_s": _num(tp, "perf/actor_train_tok_per_s"),
+            "native_train_time_s": _num(tp, "perf/train_time"),
+            "native_tokens_per_gpu_per_s": _num(rp, "perf/tokens_per_gpu_per_sec"),
+        }
+        ts = state.train_perf_ts.get(k)
+        if ts is not None and state.first_ts is not None:
+            row["t_end_s"] = ts - state.first_ts
+            row["t_start_s"] = row["t_end_s"] - step_s if step_s is not None else None
+        tflops = row["native_actor_train_tflops"]
+        row["native_mfu"] = tflops * 1e12 / peak_flops if tflops is not None and peak_flops else None
+        resp, total = _num(tr, "rollout/response_lengths"), _num(tr, "rollout/total_lengths")
+        if samples and resp is not None:
+            row["response_tokens"] = round(resp * samples)
+            if total is not None:
+                row["prompt_tokens"] = round((total - resp) * samples)
+        tok_rate, gen = _num(rp, "perf/tokens_per_gpu_per_sec"), row["gen_s"]
+        if not drops_possible and tok_rate is not None and gen is not None and rollout_gpus:
+            # identity from slime's own definition: sum(kept response lengths) / rollout_time / rollout GPUs
+            row["generated_tokens"] = round(tok_rate * gen * rollout_gpus)
+        if rp:
+            drops = [
+                v
+                for key, v in rp.items()
+                if key.startswith("rollout/dynamic_filter/drop_") and isinstance(v, int | float)
+            ]
+            if drops and group:
+                row["filtered_samples"] = round(sum(drops) * group)
+            if prompts and "rollout/zero_std/count_1" in rp:
+                row["solve_all_frac"] = rp["rollout/zero_std/count_1"] / prompts
+            if prompts and "rollout/zero_std/count_0" in rp:
+                row["solve_none_frac"] = rp["rollout/zero_std/count_0"] / prompts
+            # Miles logs the policy version of the kept samples; the trainer is at version k + 1
+            # when it trains on rollout k (version 1 = the initial weight push).
+            wv_mean, wv_min = _num(rp, "rollout/weight_version/mean"), _num(rp, "rollout/weight_version/min")
+            if wv_mean is not None:
+                row["staleness_mean"] = (k + 1) - wv_mean
+            if wv_min is not None:
+                row["staleness_max"] = (k + 1) - wv_min
+        rows.append({key: v for key, v in row.items() if v is not None})
+
+    first = state.train_perf.get(train_ids[0]) if train_ids else None
+    run_info = {
+        "driver_argv": state.argv,
+        "mode": _mode(shape, state.argv),
+        "batch_shape": {k: shape.get(k) for k in SHAPE_KEYS if k in shape},
+        "initial_update_weights_s": _num(first, "perf/update_weights_time"),
+        "records": dict(sorted(state.counts.items())),
+        "lines": state.lines,
+        "unclassified_perf_records": state.unknown_perf,
+    }
+    if state.skipped:
+        warnings.append(
+            f"{state.skipped} record line(s) with an unparseable payload (truncated or interleaved) skipped"
+        )
+    return rows, warnings, run_info
