@@ -42,6 +42,12 @@ def metrics(**over):
 
 
 @pytest.fixture(scope="session")
+def evil() -> str:
+    """Markup a hostile log line could carry."""
+    return EVIL
+
+
+@pytest.fixture(scope="session")
 def three_runs(tmp_path_factory) -> Path:
     """verl (emulated), slime (emulated, MFU missing, an evil parser warning), prime_rl (native,
     GPU telemetry) and a failed verl run without metrics.json."""
@@ -62,7 +68,9 @@ def three_runs(tmp_path_factory) -> Path:
         gpu=True,
         seed=3,
     )
-    make_run(root / "verl-failed", "verl", status="failed", metrics=None, reason=f"OOM at step 3 {EVIL}", steps=3)
+    make_run(
+        root / "verl-failed", "verl", status="failed", metrics=None, reason=f"OOM at step 3 {EVIL}", steps=3
+    )
     return root
 
 

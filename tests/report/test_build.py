@@ -1,0 +1,72 @@
+"""The whole report: files written, self-contained HTML, omitted figures, escaping, CLI."""
+
+from __future__ import annotations
+
+import csv
+import re
+
+from bench.report import main
+from bench.report.figures import FIGURES
+
+
+def test_writes_every_output_file(three_report):
+    for name in ("index.html", "summary.md", "summary.csv"):
+        assert (three_report / name).stat().st_size > 0
+    drawn = {p.stem for p in (three_report / "figures").glob("*.png")}
+    assert drawn == {p.stem for p in (three_report / "figures").glob("*.svg")}
+    assert drawn == {n for n, _, _ in FIGURES} - {"sweep"}  # not a sweep: the one omitted figure
+
+
+def test_html_is_self_contained_and_embeds_each_drawn_figure(three_report):
+    html = (three_report / "index.html").read_text()
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)  # no network fetch
+    assert html.count('<img class="figure"') == len(list((three_report / "figures").glob("*.png")))
+    assert html.count("data:image/png;base64,") == html.count('<img class="figure"')
+    assert "Throughput-matching curve (measured + emulated)</strong>: omitted — not a sweep" in html
+
+
+def test_log_text_is_escaped_never_markup(three_report, evil):
+    html = (three_report / "index.html").read_text()
+    assert evil not in html
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in html  # parser warning and failure reason
+    assert "<img src=x" not in html
+    md = (three_report / "summary.md").read_text()
+    assert "<script>" not in md and "&lt;script&gt;" in md
+
+
+def test_missing_values_say_not_reported_with_reason(three_report):
+    html = (three_report / "index.html").read_text()
+    assert 'title="reason for mfu">not reported<br><small>reason for mfu</small>' in html
+    md = (three_report / "summary.md").read_text()
+    assert re.search(r"\]: slime slime-0, MFU \(suite\): reason for mfu", md)
+
+
+def test_csv_carries_values_and_reasons(three_report):
+    rows = {r["run_id"]: r for r in csv.DictReader((three_report / "summary.csv").open())}
+    assert rows["prime_rl-0"]["trainer_idle_frac"] == "0.25"
+    assert rows["prime_rl-0"]["mode"] == "native"
+    assert rows["slime-0"]["mfu"] == ""
+    assert "mfu: reason for mfu" in rows["slime-0"]["missing"]
+
+
+def test_markdown_table_marks_best_and_source(three_report):
+    md = (three_report / "summary.md").read_text()
+    verl = next(line for line in md.splitlines() if line.startswith("| verl `verl-0`"))
+    assert "| **3.00** [E] |" in verl
+    prime = next(line for line in md.splitlines() if line.startswith("| prime_rl `prime_rl-0`"))
+    assert "| **25.0** [M] |" in prime
+
+
+def test_sweep_report_draws_the_matching_curve(sweep_runs, tmp_path):
+    assert main([str(sweep_runs), "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "figures" / "sweep.png").is_file()
+    md = (tmp_path / "summary.md").read_text()
+    assert (
+        "verl: production matches consumption best at generator_gpus=32 (production ÷ consumption 1.00" in md
+    )
+    assert "Queue depth omitted" in (tmp_path / "index.html").read_text()  # no rollouts.parquet in the sweep
+
+
+def test_cli_names_the_bad_directory(tmp_path, capsys):
+    assert main([str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    assert f"report: {tmp_path}: no manifest.json" in capsys.readouterr().err
