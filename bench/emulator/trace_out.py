@@ -1,0 +1,79 @@
+"""Write an emulated run's trace: steps.parquet (one row per trainer step, with dispatched / discarded /
+filtered counts and generated tokens per step window) and rollouts.parquet (one row per rollout
+segment: a partial rollout aborted and resumed has a `resumed` row, then its final row)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import numpy as np
+import pyarrow as pa
+
+from bench.emulator.loop import DISCARDED, FILTERED, STATUS_NAMES, USED, Result
+from bench.trace import RolloutWriter, RunPaths, write_steps
+
+ROW_GROUP = 200_000
+
+
+def _per_window(edges: np.ndarray, times: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """Sum `weights` (or count) of events at `times` into step windows ending at `edges` (s)."""
+    ok = np.isfinite(times)
+    idx = np.searchsorted(edges, times[ok], side="left")
+    idx = np.minimum(idx, len(edges) - 1)  # events exactly at the end of the run
+    w = None if weights is None else weights[ok]
+    return np.bincount(idx, weights=w, minlength=len(edges))[: len(edges)]
+
+
+def write_trace(paths: RunPaths, r: Result, group_size: int) -> dict[str, int]:
+    """Write steps.parquet and rollouts.parquet for `r`; return rollout counts by final status."""
+    seg, root = r.seg, r.root
+    edges = np.array([s.t_end_s for s in r.steps])
+    first = np.zeros(len(seg["root"]), dtype=bool)
+    first[np.unique(seg["root"], return_index=True)[1]] = True  # a rollout is dispatched once
+    status = seg["status"]
+    dispatched = _per_window(edges, seg["t_dispatch"][first])
+    discarded = _per_window(edges, seg["t_finish"][status == DISCARDED])
+    filtered = _per_window(edges, seg["t_finish"][status == FILTERED])
+    generated = _per_window(edges, seg["t_finish"], seg["tokens"])
+    rows = []
+    for i, s in enumerate(r.steps):
+        row = asdict(s)
+        row["step_s"] = s.t_end_s - s.t_start_s
+        row["dispatched_samples"] = int(dispatched[i])
+        row["discarded_samples"] = int(discarded[i])
+        row["filtered_samples"] = int(filtered[i])
+        row["generated_tokens"] = int(round(generated[i]))
+        rows.append(row)
+    write_steps(paths.steps, rows)
+
+    names = np.array(STATUS_NAMES)
+    rid = seg["root"]
+    n = len(rid)
+    with RolloutWriter(paths.rollouts) as w:
+        for a in range(0, max(n, 1), ROW_GROUP):
+            sl = slice(a, min(a + ROW_GROUP, n))
+            ids, st = rid[sl], status[sl]
+            step = seg["step"][sl]
+            vend = seg["v_end"][sl]
+            done = np.isin(st, (USED, FILTERED))  # finished and scored
+            w.write(
+                {
+                    "rollout_id": ids,
+                    "group_id": ids // group_size,
+                    "step_consumed": pa.array(step, mask=step < 0),
+                    "policy_version_start": seg["v_start"][sl],
+                    "policy_version_end": pa.array(vend, mask=vend < 0),
+                    "t_dispatch_s": seg["t_dispatch"][sl],
+                    "t_finish_s": seg["t_finish"][sl],
+                    "prompt_tokens": root["prompt_tokens"][ids],
+                    "response_tokens": np.round(seg["tokens"][sl]).astype(np.int64),
+                    "turns": root["turns"][ids],
+                    "env_s": root["env_s"][ids],
+                    "reward": pa.array(root["reward"][ids], mask=~done),
+                    "status": names[st].tolist(),
+                }
+            )
+    last = np.zeros(n, dtype=bool)
+    last[n - 1 - np.unique(rid[::-1], return_index=True)[1]] = True
+    final = names[status[last]]
+    return {k: int(v) for k, v in zip(*np.unique(final, return_counts=True))}
