@@ -61,7 +61,9 @@ class Result:
 
     steps: list[StepRow]
     wall_s: float
-    seg: dict[str, np.ndarray]  # per segment: root, status, step, v_start, v_end, t_dispatch, t_finish, tokens
+    seg: dict[
+        str, np.ndarray
+    ]  # per segment: root, status, step, v_start, v_end, t_dispatch, t_finish, tokens
     root: dict[str, np.ndarray]  # per root rollout: group, prompt_tokens, tool_tokens, turns, env_s, reward
     generator_busy_s: float
     events: int
@@ -275,7 +277,9 @@ class Loop:
             self.sg_vstart[sg] = self.sg_vstart[old]
             # the engine dropped the KV cache: re-prefill prompt + tokens so far; an episode aborted
             # before its decode began restarts its environment time as well
-            delay = float(self.em.prefill_s(self.r_ctx[root] + done)) + (self.r_delay[root] if done <= 0 else 0.0)
+            delay = float(self.em.prefill_s(self.r_ctx[root] + done)) + (
+                self.r_delay[root] if done <= 0 else 0.0
+            )
             self._launch(sg, delay, t)
 
     def _group_segments(self, g: int) -> list[int]:

@@ -38,7 +38,11 @@ _SEMANTIC = {
 
 
 def _placement(cfg: Any) -> str:
-    return "colocated" if str(cfg.experiment.placement) in ("colocated", "Placement.colocated") else "disaggregated"
+    return (
+        "colocated"
+        if str(cfg.experiment.placement) in ("colocated", "Placement.colocated")
+        else "disaggregated"
+    )
 
 
 def resolve_mode(cfg: Any) -> tuple[str, str, list[str]]:
@@ -142,7 +146,10 @@ def emulate(cfg: Any, run_dir: Path | str) -> RunPaths:
         },
         "resources": {
             "trainer": {"busy_s": trainer_busy, "idle_s": result.wall_s - trainer_busy},
-            "generator": {"busy_s": result.generator_busy_s, "idle_s": result.wall_s - result.generator_busy_s},
+            "generator": {
+                "busy_s": result.generator_busy_s,
+                "idle_s": result.wall_s - result.generator_busy_s,
+            },
         },
         "config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
     }
@@ -196,6 +203,13 @@ def _summary(cfg: Any, paths: RunPaths) -> None:
     import json
 
     m = json.loads(paths.metrics.read_text()) if paths.metrics.exists() else {}
-    keys = ("trainer_idle_frac", "consumption_samples_per_s", "production_samples_per_s", "oversampling_waste")
-    shown = ", ".join(f"{k}={m[k]:.3g}" for k in keys if isinstance(m.get(k), int | float) and math.isfinite(m[k]))
+    keys = (
+        "trainer_idle_frac",
+        "consumption_samples_per_s",
+        "production_samples_per_s",
+        "oversampling_waste",
+    )
+    shown = ", ".join(
+        f"{k}={m[k]:.3g}" for k in keys if isinstance(m.get(k), int | float) and math.isfinite(m[k])
+    )
     print(f"[emulated] {cfg.framework.name} {cfg.experiment.name} -> {paths.root} {shown}", file=sys.stderr)

@@ -76,4 +76,4 @@ def write_trace(paths: RunPaths, r: Result, group_size: int) -> dict[str, int]:
     last = np.zeros(n, dtype=bool)
     last[n - 1 - np.unique(rid[::-1], return_index=True)[1]] = True
     final = names[status[last]]
-    return {k: int(v) for k, v in zip(*np.unique(final, return_counts=True))}
+    return {k: int(v) for k, v in zip(*np.unique(final, return_counts=True), strict=True)}
