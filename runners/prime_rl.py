@@ -1,0 +1,692 @@
+"""prime-rl runner: workload -> `rl.toml` + a multi-node job.sbatch; native logs -> trace rows.
+
+The translation is data at the top of this module: `KEYS` (version -> dotted TOML path of every
+knob the suite sets; supporting another prime-rl version is adding a row), `SEMANTICS` (what each
+workload concept means in prime-rl, for docs/frameworks.md) and `PARSER_FORMATS` (log formats
+read per version). Facts: ../shared/reference/prime-rl.md; every key below was checked against
+the config classes at the pinned commit (runners/schemas/prime_rl-v0.8.0.json).
+
+Launch shape. prime-rl's own `rl` launcher splits one `rl.toml` into per-role configs and, with
+`[slurm]`, renders its `multi_node_rl.sbatch.j2`, whose preamble `pkill -9`s every python/vllm
+process on the allocation. The job.sbatch written here keeps prime-rl's layout (inference nodes
+first, trainer nodes after them, orchestrator and env servers on trainer node 0, one vLLM server
+per DP rank behind a vllm-router on inference node 0) but not that preamble: it runs
+`rl @ rl.toml --dry-run` to let prime-rl itself resolve and validate the per-role configs, then
+starts each process as its own srun step.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runners import prime_rl_logs
+from runners.base import Launch, ParseResult, Process, Runner
+
+SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
+
+# version -> workload concept -> dotted path in rl.toml (None: the version has no such knob)
+KEYS: dict[str, dict[str, str | None]] = {
+    "0.8.0": {
+        "model": "model.name",
+        "max_steps": "max_steps",
+        "seq_len": "seq_len",
+        "batch_size": "orchestrator.batch_size",
+        "group_size": "orchestrator.group_size",
+        "max_off_policy_steps": "orchestrator.max_off_policy_steps",
+        "oversampling_factor": "orchestrator.oversampling_factor",
+        "max_completion_tokens": "orchestrator.train.sampling.max_completion_tokens",
+        "temperature": "orchestrator.train.sampling.temperature",
+        "train_source": "orchestrator.train.source",
+        "pre_batch_filters": "orchestrator.pre_batch_filters",
+        "post_batch_filters": "orchestrator.post_batch_filters",
+        "algo": "orchestrator.algo.type",
+        "renderer": "orchestrator.renderer.name",
+        "lr": "trainer.optim.lr",
+        "optimizer": "trainer.optim.type",
+        "trainer_ep": "trainer.model.ep",
+        "trainer_cp": "trainer.model.cp",
+        "optim_offload": "trainer.model.optim_cpu_offload",
+        "act_offload": "trainer.model.ac_offloading",
+        "max_model_len": "inference.model.max_model_len",
+        "infer_tp": "inference.parallel.tp",
+        "infer_dp": "inference.parallel.dp",
+        "infer_ep": "inference.enable_expert_parallel",
+        "infer_quantization": "inference.quantization",
+        "gpu_memory_utilization": "inference.gpu_memory_utilization",
+        "infer_seed": "inference.seed",
+        "vllm_extra": "inference.vllm_extra",
+        "weight_broadcast": "weight_broadcast.type",
+        "deployment": "deployment.type",
+        "gpus_per_node": "deployment.gpus_per_node",
+        "num_train_nodes": "deployment.num_train_nodes",
+        "num_infer_nodes": "deployment.num_infer_nodes",
+        "num_infer_replicas": "deployment.num_infer_replicas",
+        "file_monitor": "file_monitor",
+        "trainer_wandb": "trainer.wandb",
+        "orchestrator_wandb": "orchestrator.wandb",
+        "slurm_job_name": "slurm.job_name",
+        "slurm_partition": "slurm.partition",
+        "slurm_account": "slurm.account",
+        "slurm_time": "slurm.time",
+        "output_dir": "output_dir",
+        "async_level": None,  # max_async_level was removed on 2026-05-25 (#2631): lag fixed at 1
+    },
+}
+SCHEMAS = {"0.8.0": "prime_rl-v0.8.0.json"}
+# Fixed at this version: orchestrator.py TARGET_LAG = 1 (batches the orchestrator may run ahead).
+ASYNC_LAG = {"0.8.0": 1}
+
+# (concept, prime-rl key, unit, prime-rl default, caveat) - docs/frameworks.md is generated from it
+SEMANTICS: list[tuple[str, str, str, str, str]] = [
+    ("batch size", "orchestrator.batch_size", "rollouts", "none (set it or token_batch_size)",
+     "counts rollouts (= prompts x group_size), not prompts; docs/training.md says 'tasks'"),
+    ("group size", "orchestrator.group_size", "rollouts per prompt", "1",
+     "default 1 gives GRPO zero advantages, so it is always set; renamed from rollouts_per_example"),
+    ("staleness bound", "orchestrator.max_off_policy_steps", "policy versions", "8",
+     "in-flight rollouts older than this are cancelled when a new policy lands; 0 is accepted but "
+     "does not make training on-policy (the orchestrator still runs 1 batch ahead)"),
+    ("async depth", "(none; TARGET_LAG = 1 in orchestrator.py)", "steps", "1",
+     "not configurable since 2026-05-25: no synchronous mode, trainer and inference always overlap"),
+    ("oversampling", "orchestrator.oversampling_factor", "x batch_size in-flight episodes", "1.0",
+     "caps in-flight episodes at batch_size x factor (max_inflight_episodes); removed after v0.8.0"),
+    ("max response length", "orchestrator.train.sampling.max_completion_tokens", "tokens per turn",
+     "none", "per model turn; the workload's all-turn cap is enforced by seq_len (prompt + response)"),
+    ("sequence length", "seq_len", "tokens", "2048", "packing length of trainer and orchestrator"),
+    ("advantage", "orchestrator.algo.type = grpo", "", "grpo",
+     "reward minus group mean, no std normalisation; GSPO/DAPO have no equivalent"),
+    ("KL to reference", "(none)", "", "", "no reference model; trainer.loss.kl_tau penalises "
+     "trainer-vs-inference mismatch instead"),
+    ("optimizer steps per batch", "(none)", "", "1", "one optimizer step per batch; micro-batches "
+     "only accumulate gradients"),
+    ("zero-advantage filter", "orchestrator.{pre,post}_batch_filters zero_advantage.enforce", "",
+     "post-batch enforce=true", "pre-batch enforce drops groups before they take a batch slot "
+     "(backfilled); the default post-batch enforce drops them after (no backfill). The suite sets "
+     "pre = experiment.filter_zero_advantage, post = false, gibberish/repetition monitor-only"),
+    ("weight sync", "weight_broadcast.type", "", "nccl with [inference]",
+     "NCCL broadcast from trainer rank 0; engines pause with requests kept (in-flight updates)"),
+    ("inference parallelism", "inference.parallel.{tp,dp}, inference.enable_expert_parallel", "GPUs",
+     "tp 1, dp auto", "renamed to inference.vllm.* on 2026-08-08 (#3202), after v0.8.0"),
+    ("trainer parallelism", "trainer.model.{ep,cp}", "GPUs", "ep auto, cp 1",
+     "FSDP only: no trainer TP (removed 2026-03-26) or PP"),
+    ("metrics file", "file_monitor", "", "off at top level",
+     "writes <output_dir>/metrics.jsonl from trainer and orchestrator with no source tag"),
+    ("W&B", "trainer.wandb.offline, orchestrator.wandb.offline", "", "off",
+     "top-level [wandb] rejects offline (shared mode), so the per-process blocks are used"),
+]  # fmt: skip
+
+# version -> log formats the parser reads (prime_rl_logs.py)
+PARSER_FORMATS: dict[str, list[str]] = {
+    "0.8.0": [
+        "metrics.jsonl (file monitor; trainer + orchestrator rows, classified by keys)",
+        "console 'Step N | 1m 18s | Loss 0.0288 | ... | Throughput 1460 tokens/s | MFU 0.6% | ...'",
+        "console 'Step N | 12.0s | Reward 0.1335 | ... | Max Off-Policy 0 | ...'",
+        "console 'Detected A/B rollouts (...), enforced N' (filtered samples)",
+    ],
+    "0.7.0": ["metrics.jsonl in trainer and orchestrator output dirs", "console 'Key value' Step lines"],
+    "0.5.0": [
+        "console 'Step 5 | Time: 0.36s | Loss: ... | Throughput: 4771 tokens/s | MFU: 1.4% | ...'",
+        "console 'Step 13 | Time: 72.00s | Reward: 0.3400 | ... | Max. Off-Policy Level: 0'",
+    ],
+}
+
+# workload.task -> verifiers environment (taskset id, harness, runtime); framework.native.taskset
+# overrides. math-env-v1 takes the HF dataset; r2e-gym-v1 is prime-rl's own SWE example taskset.
+TASKSETS: dict[str, dict[str, Any]] = {
+    "math": {"taskset": {"id": "math-env-v1", "dataset_name": "{dataset}"}, "harness": "null",
+             "runtime": "subprocess", "secrets": []},
+    "swe": {"taskset": {"id": "r2e-gym-v1"}, "harness": "bash", "runtime": "prime",
+            "secrets": ["PRIME_API_KEY"]},
+}  # fmt: skip
+
+# model-name prefix -> renderer (token-in/token-out chat template). prime-rl refuses a model missing
+# from renderers.MODEL_RENDERER_MAP unless a renderer is named (e.g. Qwen3-235B-A22B-Thinking-2507);
+# the families below match that map's entries for their siblings. framework.native.renderer overrides.
+RENDERERS = [("Qwen/Qwen3-", "qwen3"), ("zai-org/GLM-5", "glm-5"), ("zai-org/GLM-4.5", "glm-4.5")]
+
+ROUTER_PORT, BACKEND_PORT, RDZV_PORT, DP_RPC_PORT = 8000, 8100, 29500, 13345
+WANDB_PROJECT = "rl-bench"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Node layout of one job: inference nodes [0, infer_nodes), then trainer nodes."""
+
+    gpus_per_node: int
+    train_nodes: int
+    infer_nodes_per_replica: int
+    infer_replicas: int
+    tp: int
+    dp: int  # inference.parallel.dp: data-parallel ranks of one replica
+    ep: bool
+
+    @property
+    def infer_nodes(self) -> int:
+        return self.infer_nodes_per_replica * self.infer_replicas
+
+    @property
+    def nodes(self) -> int:
+        return self.infer_nodes + self.train_nodes
+
+    @property
+    def dp_local(self) -> int:
+        """vLLM servers per inference node (one per DP rank, each on `tp` GPUs)."""
+        return self.gpus_per_node // self.tp
+
+    @property
+    def ep_group(self) -> bool:
+        """Ranks of a replica form one external-LB DP group (MoE EP across the replica)."""
+        return self.ep and self.infer_nodes_per_replica * self.dp_local > 1
+
+
+def layout(cfg: Any) -> Layout:
+    """Node layout for a composed config (raises ValueError naming the key if impossible)."""
+    ex, g = cfg.experiment, int(cfg.cluster.gpus_per_node)
+    tp, ep = int(ex.generator.tp), int(ex.generator.ep) > 1
+    for key, n in (
+        ("experiment.trainer_gpus", ex.trainer_gpus),
+        ("experiment.generator_gpus", ex.generator_gpus),
+    ):
+        if n <= 0 or n % g:
+            raise ValueError(f"{key}={n}: prime-rl's multi-node layout needs whole nodes of {g} GPUs")
+    if g % tp:
+        raise ValueError(f"experiment.generator.tp={tp}: must divide cluster.gpus_per_node={g}")
+    replica_gpus = tp * max(int(ex.generator.dp), 1)
+    if not ep or replica_gpus <= g:
+        # one node per replica: dense engines are independent; EP stays inside the node
+        per_replica, replicas = 1, ex.generator_gpus // g
+    else:
+        if replica_gpus % g or ex.generator_gpus % replica_gpus:
+            raise ValueError(
+                f"experiment.generator tp x dp = {replica_gpus} GPUs per replica: must be whole nodes of {g} "
+                f"and divide experiment.generator_gpus={ex.generator_gpus}"
+            )
+        per_replica, replicas = replica_gpus // g, ex.generator_gpus // replica_gpus
+    if not ep:  # dense: one replica spanning every inference node (router balances all ranks)
+        per_replica, replicas = ex.generator_gpus // g, 1
+    return Layout(g, ex.trainer_gpus // g, per_replica, replicas, tp, per_replica * g // tp, ep)
+
+
+# ---- TOML ---------------------------------------------------------------------------------------
+BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def toml_dumps(doc: dict[str, Any]) -> str:
+    """Deterministic TOML: keys sorted, scalars before tables, arrays of tables as [[...]]."""
+    lines: list[str] = []
+    _table(doc, [], lines)
+    return "\n".join(lines).lstrip("\n") + "\n"
+
+
+def _key(k: str) -> str:
+    return k if BARE_KEY.match(k) else json.dumps(k)
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        return ("inf" if v > 0 else "-inf") if math.isinf(v) else repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)  # a JSON string is a valid TOML basic string
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{_key(k)} = {_value(v[k])}" for k in sorted(v)) + " }"
+    raise TypeError(f"cannot write {type(v).__name__} {v!r} to TOML")
+
+
+def _is_aot(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(x, dict) for x in v)
+
+
+def _table(d: dict[str, Any], path: list[str], lines: list[str]) -> None:
+    scalars = [k for k in sorted(d) if not isinstance(d[k], dict) and not _is_aot(d[k])]
+    for k in scalars:
+        lines.append(f"{_key(k)} = {_value(d[k])}")
+    for k in sorted(d):
+        sub = [*path, _key(k)]
+        if isinstance(d[k], dict):
+            # a table holding only sub-tables needs no header of its own (TOML implies it)
+            implied = d[k] and all(isinstance(x, dict) or _is_aot(x) for x in d[k].values())
+            if not implied:
+                lines += ["", f"[{'.'.join(sub)}]"]
+            _table(d[k], sub, lines)
+        elif _is_aot(d[k]):
+            for item in d[k]:
+                lines += ["", f"[[{'.'.join(sub)}]]"]
+                _table(item, sub, lines)
+
+
+def _set(doc: dict[str, Any], dotted: str | None, value: Any) -> None:
+    if dotted is None:
+        raise KeyError("this prime-rl version has no key for the requested concept")
+    *parents, last = dotted.split(".")
+    for p in parents:
+        doc = doc.setdefault(p, {})
+    doc[last] = value
+
+
+# ---- schema check -------------------------------------------------------------------------------
+def load_schema(version: str) -> dict[str, Any]:
+    """The derived key schema of one prime-rl version (runners/schemas/)."""
+    if version not in SCHEMAS:
+        raise KeyError(f"framework.version={version!r}: no prime-rl schema; known {sorted(SCHEMAS)}")
+    return json.loads((SCHEMA_DIR / SCHEMAS[version]).read_text())
+
+
+def check_keys(doc: dict[str, Any], schema: dict[str, Any], prefix: str = "") -> list[str]:
+    """Every key of a TOML document against the schema: unknown keys and wrong types, one line each."""
+    problems: list[str] = []
+    keys, open_paths = schema["keys"], set(schema["open"])
+    for k, v in doc.items():
+        path = f"{prefix}{k}"
+        if prefix.rstrip(".") in open_paths:
+            continue
+        spec = keys.get(path)
+        if spec is None:
+            problems.append(f"{path}: unknown key at prime-rl {schema['version']} ({schema['commit'][:8]})")
+            continue
+        kind = _toml_type(v)
+        allowed = set(spec["types"])
+        ok = kind in allowed or (kind == "int" and "float" in allowed) or "any" in allowed
+        ok = ok or (v == "None" and "null" in allowed)  # prime-rl's TOML spelling of null
+        literals = spec.get("literal", {}).get(kind)
+        if ok and literals is not None and v not in literals and v != "None":
+            problems.append(f"{path}={v!r}: expected one of {literals}")
+        elif not ok:
+            problems.append(f"{path}={v!r}: {kind} given, expected {' | '.join(spec['types'])}")
+        elif isinstance(v, dict):
+            problems += check_keys(v, schema, f"{path}.")
+        elif _is_aot(v):
+            for item in v:
+                problems += check_keys(item, schema, f"{path}.")
+    return problems
+
+
+def _toml_type(v: Any) -> str:
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "int"
+    if isinstance(v, float):
+        return "float"
+    if isinstance(v, str):
+        return "str"
+    if isinstance(v, dict):
+        return "table"
+    if _is_aot(v):
+        return "array_of_tables"
+    return "list"
+
+
+# ---- translation --------------------------------------------------------------------------------
+def rl_config(cfg: Any, version: str) -> tuple[dict[str, Any], list[str]]:
+    """The workload as prime-rl's `rl.toml` document, plus the caveats of this translation."""
+    keys, w, ex, lay = KEYS[version], cfg.workload, cfg.experiment, layout(cfg)
+    doc: dict[str, Any] = {}
+
+    def put(concept: str, value: Any) -> None:
+        _set(doc, keys[concept], value)
+
+    seq_len = int(w.max_prompt_len + w.max_response_len)
+    put("model", cfg.model.name)
+    put("max_steps", int(w.steps))
+    put("seq_len", seq_len)
+    put("batch_size", int(w.prompts_per_step * w.group_size))  # rollouts, not prompts
+    put("group_size", int(w.group_size))  # default 1: always explicit
+    put("max_off_policy_steps", int(w.staleness_budget))
+    put("oversampling_factor", float(ex.oversampling))
+    put("max_completion_tokens", int(w.max_response_len))
+    put("temperature", float(w.temperature))
+    put("train_source", [train_source(cfg)])
+    monitor_only = [{"type": "gibberish", "enforce": False}, {"type": "repetition", "enforce": False}]
+    put(
+        "pre_batch_filters",
+        [*monitor_only, {"type": "zero_advantage", "enforce": bool(ex.filter_zero_advantage)}],
+    )
+    put("post_batch_filters", [*monitor_only, {"type": "zero_advantage", "enforce": False}])
+    put("algo", "grpo")
+    renderer = dict(cfg.framework.native or {}).get("renderer") or next(
+        (r for prefix, r in RENDERERS if str(cfg.model.name).startswith(prefix)), None
+    )
+    if renderer:
+        put("renderer", renderer)
+    put("optimizer", "adamw")
+    put("lr", float(w.lr))
+    put("trainer_ep", int(ex.trainer.ep))
+    put("trainer_cp", int(ex.trainer.cp))
+    put("optim_offload", bool(ex.trainer.offload_optimizer))
+    put("act_offload", {} if ex.trainer.offload_activations else "None")  # "None" is prime-rl's TOML null
+    put("max_model_len", seq_len)
+    put("infer_tp", lay.tp)
+    if lay.ep:
+        put("infer_ep", True)
+        put("infer_dp", lay.dp)
+    if ex.generator.dtype_bytes < 2:
+        put("infer_quantization", "fp8")
+    put("gpu_memory_utilization", float(ex.generator.gpu_memory_utilization))
+    put("infer_seed", int(ex.seed))
+    put("vllm_extra", {"max_num_seqs": int(ex.generator.max_concurrency)})
+    put("weight_broadcast", "nccl")
+    put("deployment", "multi_node")
+    put("gpus_per_node", lay.gpus_per_node)
+    put("num_train_nodes", lay.train_nodes)
+    put("num_infer_nodes", lay.infer_nodes_per_replica)
+    put("num_infer_replicas", lay.infer_replicas)
+    put("file_monitor", {})
+    wandb = {"project": WANDB_PROJECT, "name": f"{ex.name}-prime_rl", "offline": True}
+    put("trainer_wandb", dict(wandb))
+    put("orchestrator_wandb", dict(wandb))
+    put("slurm_job_name", job_name(cfg))
+    if cfg.cluster.partition:
+        put("slurm_partition", str(cfg.cluster.partition))
+    if cfg.cluster.account:
+        put("slurm_account", str(cfg.cluster.account))
+    put("slurm_time", f"{int(cfg.cluster.time_min) // 60:02d}:{int(cfg.cluster.time_min) % 60:02d}:00")
+    return doc, translation_notes(cfg, version, lay)
+
+
+def train_source(cfg: Any) -> dict[str, Any]:
+    """One `[[orchestrator.train.source]]`: the verifiers environment for workload.task."""
+    w, native = cfg.workload, dict(cfg.framework.native or {})
+    spec = native.get("taskset") or TASKSETS.get(str(w.task))
+    if spec is None:
+        raise ValueError(
+            f"workload.task={w.task!r}: no prime-rl environment known; expected one of {sorted(TASKSETS)} "
+            "or framework.native.taskset = {taskset: {id: ...}, harness: ..., runtime: ...}"
+        )
+    taskset = {k: (str(v).replace("{dataset}", str(w.dataset)) if isinstance(v, str) else v)
+               for k, v in dict(spec["taskset"]).items()}  # fmt: skip
+    return {
+        "name": str(w.name),
+        "env": {
+            "taskset": taskset,
+            "agent": {"harness": {"id": spec["harness"]}, "runtime": {"type": spec["runtime"]}},
+        },
+    }
+
+
+def translation_notes(cfg: Any, version: str, lay: Layout) -> list[str]:
+    """Where prime-rl cannot run the workload exactly as specified (Launch.notes)."""
+    w, ex = cfg.workload, cfg.experiment
+    notes = [
+        f"prime-rl {version} always runs the orchestrator {ASYNC_LAG[version]} batch ahead of the trainer "
+        "(async depth is not configurable); workload.staleness_budget maps to max_off_policy_steps",
+        "weights are updated in flight: one rollout can span several policy versions",
+    ]
+    if w.std_normalize:
+        notes.append(
+            "workload.std_normalize=true: prime-rl GRPO cannot divide advantages by the group std "
+            "(advantage = reward - group mean); the run uses mean-centred advantages"
+        )
+    if w.kl_coef:
+        notes.append(f"workload.kl_coef={w.kl_coef}: prime-rl has no reference-model KL term; not rendered")
+    if w.turns_mean > 1:
+        notes.append(
+            "multi-turn: max_completion_tokens caps each model turn; the all-turn cap "
+            f"{w.max_response_len} is enforced only through seq_len={w.max_prompt_len + w.max_response_len}"
+        )
+    if ex.generator.dtype_bytes < 2:
+        notes.append(
+            "FP8 generation: inference.quantization='fp8' (vLLM online quantisation of BF16 weights)"
+        )
+    if lay.ep_group:
+        notes.append(
+            f"inference: {lay.infer_replicas} replica(s) of DP{lay.dp} x TP{lay.tp} with expert parallelism over "
+            f"{lay.infer_nodes_per_replica} node(s) each, without prefill/decode disaggregation"
+        )
+    return notes
+
+
+def job_name(cfg: Any) -> str:
+    return f"bench-{cfg.experiment.name}-prime_rl"
+
+
+# ---- processes and job.sbatch -------------------------------------------------------------------
+UV = ["uv", "run", "--no-sync"]
+
+
+def processes(cfg: Any, lay: Layout) -> list[Process]:
+    """Every long-running process, by node rank; `${...}` words are expanded by job.sbatch."""
+    procs: list[Process] = []
+    secrets = ["HF_TOKEN"]
+    engine_urls = [
+        f"http://${{NODES[{n}]}}:{BACKEND_PORT + k}"
+        for n in range(lay.infer_nodes)
+        for k in range(lay.dp_local)
+    ]
+    for n in range(lay.infer_nodes):
+        head, rank_in_replica = n - n % lay.infer_nodes_per_replica, n % lay.infer_nodes_per_replica
+        for k in range(lay.dp_local):
+            argv = [*UV, "inference", "@", "${CONFIG_DIR}/inference.toml", "--server.host", "0.0.0.0",
+                    "--server.port", str(BACKEND_PORT + k), "--data-parallel-size-local", "1", "--api-server-count", "1"]  # fmt: skip
+            if lay.ep_group:
+                extra = {
+                    "data_parallel_rank": rank_in_replica * lay.dp_local + k,
+                    "data_parallel_address": f"${{NODES[{head}]}}",
+                }
+                argv += ["--parallel.dp", str(lay.dp), "--data-parallel-rpc-port", str(DP_RPC_PORT),
+                         "--vllm-extra", json.dumps(extra, sort_keys=True)]  # fmt: skip
+            else:
+                argv += ["--parallel.dp", "1"]  # independent engine per DP rank, balanced by the router
+            gpus = ",".join(str(g) for g in range(k * lay.tp, (k + 1) * lay.tp))
+            procs.append(Process("inference", n, argv, {"CUDA_VISIBLE_DEVICES": gpus}, list(secrets)))
+        if n == 0:
+            argv = [*UV, "vllm-router", "--policy", "consistent_hash", "--host", "0.0.0.0", "--port", str(ROUTER_PORT),
+                    "--worker-urls", *engine_urls]  # fmt: skip
+            procs.append(Process("router", 0, argv))
+    env_secrets = sorted({"HF_TOKEN", *_source_secrets(cfg)})
+    for t in range(lay.train_nodes):
+        argv = [*UV, "torchrun", f"--nnodes={lay.train_nodes}", f"--nproc-per-node={lay.gpus_per_node}",
+                f"--node-rank={t}", f"--rdzv-endpoint=${{MASTER_ADDR}}:{RDZV_PORT}", "--rdzv-id=job_${SLURM_JOB_ID}",
+                "--local-ranks-filter=0", "-m", "prime_rl.trainer.rl.train", "@", "${CONFIG_DIR}/trainer.toml",
+                "--rollout_transport.host", "${MASTER_ADDR}"]  # fmt: skip
+        procs.append(Process("trainer", lay.infer_nodes + t, argv, {}, list(secrets)))
+    orch_node = lay.infer_nodes  # trainer node 0, as prime-rl's template (ORCH_PROCID)
+    name = str(cfg.workload.name)
+    procs.append(Process("env_server", orch_node, [*UV, "env-server", "@", f"${{CONFIG_DIR}}/envs/train/{name}.toml"],
+                         {}, env_secrets))  # fmt: skip
+    argv = [*UV, "orchestrator", "@", "${CONFIG_DIR}/orchestrator.toml",
+            "--model.client.base-url", f"http://${{NODES[0]}}:{ROUTER_PORT}/v1",
+            "--model.client.admin-base-url", *[f"{u}/v1" for u in engine_urls],
+            "--weight_broadcast.host", "${MASTER_ADDR}", "--rollout_transport.host", "${MASTER_ADDR}"]  # fmt: skip
+    procs.append(Process("orchestrator", orch_node, argv, {}, env_secrets))
+    return procs
+
+
+def _source_secrets(cfg: Any) -> list[str]:
+    spec = dict(cfg.framework.native or {}).get("taskset") or TASKSETS.get(str(cfg.workload.task), {})
+    return list(spec.get("secrets", []))
+
+
+def _word(word: str) -> str:
+    """Quote one argv word for bash, keeping `${VAR}` references expandable."""
+    if "${" not in word:
+        return shlex.quote(word)
+    return '"' + word.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`") + '"'
+
+
+def render_sbatch(cfg: Any, lay: Layout, procs: list[Process], version: str, commit: str) -> str:
+    """job.sbatch: prime-rl's node layout, one srun step per process, no pkill preamble."""
+    from runners.slurm import _container, _header  # the suite's shared header and container rules
+
+    srun_opts, prefix = _container(cfg.cluster, str(cfg.framework.container or ""))
+    out = _header(cfg.cluster, job_name(cfg), lay.nodes, lay.gpus_per_node, None)
+    out += ["", f"# Generated by the RL post-training benchmark suite (runners/prime_rl.py): prime-rl {version} ({commit}).",
+            "# Layout as prime-rl's multi_node_rl.sbatch.j2: inference nodes first, then trainer nodes."]  # fmt: skip
+    for n in range(lay.nodes):
+        roles = sorted({p.role for p in procs if p.node_rank == n}, key=["inference", "router", "trainer", "env_server", "orchestrator"].index)  # fmt: skip
+        out.append(f"#   node {n}: {' + '.join(roles)}")
+    out += [
+        "# Submit from the run directory (prime-rl checkout synced with `uv sync --all-extras`, on a shared FS):",
+        "#   cd RUN_DIR && mkdir -p logs && PRIME_RL_DIR=/path/to/prime-rl sbatch launch/job.sbatch",
+        "# Needs bash >= 5.1 (wait -n -p).",
+        "set -euo pipefail",
+        "",
+        'RUN_DIR="${BENCH_RUN_DIR:-${SLURM_SUBMIT_DIR:-$PWD}}"',
+        f': "${{PRIME_RL_DIR:?set PRIME_RL_DIR to a prime-rl checkout at {version} ({commit})}}"',
+        'OUTPUT_DIR="${RUN_DIR}/logs/prime_rl"  # prime-rl output_dir: metrics.jsonl, configs/, checkpoints',
+        'CONFIG_DIR="${OUTPUT_DIR}/configs"',
+        'mkdir -p "${RUN_DIR}/logs"',
+        'mapfile -t NODES < <(scontrol show hostnames "${SLURM_JOB_NODELIST}")',
+        f"if (( ${{#NODES[@]}} < {lay.nodes} )); then",
+        f'  echo "job.sbatch: got ${{#NODES[@]}} node(s), expected {lay.nodes}" >&2',
+        "  exit 1",
+        "fi",
+        f'MASTER_ADDR="${{NODES[{lay.infer_nodes}]}}"  # trainer node 0: rendezvous, NCCL weight broadcast, ZMQ rollouts',
+        "",
+    ]
+    setup = [str(s) for s in (cfg.cluster.setup or [])]
+    if setup:
+        out += ["# Site setup (cluster.setup), verbatim:", *setup, ""]
+    secrets = sorted({s for p in procs for s in p.secret_env})
+    out.append("# Secrets come from the submitting environment (names only, never written here):")
+    out += [f'[[ -n "${{{s}:-}}" ]] || echo "job.sbatch: warning: {s} is not set" >&2' for s in secrets]
+    pre = " ".join(_word(w) for w in prefix)
+    out += [
+        "",
+        "# 1. prime-rl's own launcher splits rl.toml into per-role configs under CONFIG_DIR and validates",
+        "#    them; --dry-run starts no process and submits nothing.",
+        'cd "${PRIME_RL_DIR}"',
+        f'{pre + " " if pre else ""}uv run --no-sync rl @ "${{RUN_DIR}}/launch/rl.toml" --output-dir "${{OUTPUT_DIR}}" --dry-run \\',
+        '  > "${RUN_DIR}/logs/rl-dry-run.log" 2>&1',
+        "",
+        "# 2. One srun step per process on its node; the job ends when trainer and orchestrator finish,",
+        "#    or as soon as any process fails or a server exits.",
+        f"ON_NODE=({' '.join(_word(w) for w in ['srun', '--overlap', '--nodes=1', '--ntasks=1', '--chdir=${PRIME_RL_DIR}', *srun_opts])} -w)",
+        "declare -A ROLE_OF=() MAIN=()",
+        "cleanup() { jobs -p | xargs -r kill 2>/dev/null || true; }  # only this script's own steps",
+        "trap cleanup EXIT",
+    ]
+    counters: dict[tuple[str, int], int] = {}
+    for p in procs:
+        i = counters[(p.role, p.node_rank)] = counters.get((p.role, p.node_rank), -1) + 1
+        log = f"${{RUN_DIR}}/logs/{p.role}-{p.node_rank}{f'-{i}' if p.role == 'inference' else ''}.log"
+        env = [f"{k}={v}" for k, v in sorted(p.env.items())]
+        cmd = " ".join(_word(w) for w in [*prefix, *(["env", *env] if env else []), *p.argv])
+        out += [f'"${{ON_NODE[@]}}" "${{NODES[{p.node_rank}]}}" {cmd} \\', f"  > {_word(log)} 2>&1 &",
+                f'ROLE_OF[$!]="{p.role} on node {p.node_rank}"']  # fmt: skip
+        if p.role in ("trainer", "orchestrator"):
+            out.append("MAIN[$!]=1")
+    out += [
+        "",
+        "rc=0",
+        "while (( ${#MAIN[@]} > 0 )); do",
+        '  ended=""',
+        "  wait -n -p ended || rc=$?",
+        '  [[ -n "${ended}" ]] || break',
+        '  if [[ -z "${MAIN[${ended}]:-}" ]] && (( rc == 0 )); then rc=1; fi  # a server exited early',
+        '  unset "MAIN[${ended}]"',
+        "  if (( rc != 0 )); then",
+        '    echo "job.sbatch: ${ROLE_OF[${ended}]} exited (status ${rc})" >&2',
+        "    break",
+        "  fi",
+        "done",
+        'exit "${rc}"',
+        "",
+    ]
+    return "\n".join(out)
+
+
+# ---- the runner ---------------------------------------------------------------------------------
+class PrimeRLRunner(Runner):
+    """prime-rl at the version pinned in conf/framework/prime_rl.yaml."""
+
+    name = "prime_rl"
+
+    @property
+    def version(self) -> str:
+        return str(self.conf.get("version", ""))
+
+    def resolve_mode(self, cfg: Any) -> str:
+        """Only "async" exists at the pinned versions (no synchronous mode since 2026-05-25)."""
+        mode = str(cfg.framework.mode)
+        if mode not in ("auto", "async"):
+            raise ValueError(
+                f"framework.mode={mode!r}: prime-rl {self.version} supports only 'async' (or 'auto')"
+            )
+        return "async"
+
+    def validate(self, cfg: Any) -> list[str]:
+        """Workloads prime-rl cannot run at this version, one message per problem."""
+        v, ex, w = self.version, cfg.experiment, cfg.workload
+        if v not in KEYS:
+            return [f"framework.version={v!r}: no prime-rl translation table; known {sorted(KEYS)}"]
+        problems = []
+        if str(cfg.framework.mode) not in ("auto", "async"):
+            problems.append(f"framework.mode={cfg.framework.mode!r}: prime-rl {v} supports only 'async'")
+        if str(ex.placement.value if hasattr(ex.placement, "value") else ex.placement) == "colocated":
+            problems.append(
+                f"experiment.placement=colocated: prime-rl {v} runs trainer and inference on disjoint GPUs; "
+                "expected disaggregated"
+            )
+        if w.staleness_budget == 0:
+            problems.append(
+                f"workload.staleness_budget=0: prime-rl {v} always runs the orchestrator {ASYNC_LAG[v]} batch "
+                "ahead (TARGET_LAG, not configurable), so on-policy training cannot be expressed; expected >= 1"
+            )
+        if ex.trainer.tp > 1 or ex.trainer.pp > 1:
+            problems.append(f"experiment.trainer tp={ex.trainer.tp} pp={ex.trainer.pp}: prime-rl trains with FSDP "
+                            "(+ EP/CP) only; expected tp=1, pp=1")  # fmt: skip
+        if ex.trainer.sharding != "fsdp":
+            problems.append(
+                f"experiment.trainer.sharding={ex.trainer.sharding!r}: expected 'fsdp' for prime-rl"
+            )
+        if w.mini_batches_per_step != 1:
+            problems.append(f"workload.mini_batches_per_step={w.mini_batches_per_step}: prime-rl takes one "
+                            "optimizer step per batch; expected 1")  # fmt: skip
+        algo = str(w.algorithm.value if hasattr(w.algorithm, "value") else w.algorithm)
+        if algo != "grpo":
+            problems.append(
+                f"workload.algorithm={algo!r}: prime-rl {v} has GRPO-style advantages only; expected 'grpo'"
+            )
+        try:
+            layout(cfg)
+            train_source(cfg)
+        except ValueError as e:
+            problems.append(str(e))
+        return problems
+
+    def render_launch(self, cfg: Any) -> Launch:
+        """rl.toml + job.sbatch + argv of every process for a composed config."""
+        problems = self.validate(cfg)
+        if problems:
+            raise ValueError("prime-rl cannot run this workload: " + "; ".join(problems))
+        v = self.version
+        doc, notes = rl_config(cfg, v)
+        lay = layout(cfg)
+        procs = processes(cfg, lay)
+        commit = str(self.conf.get("commit", ""))
+        header = (f"# prime-rl {v} ({commit}) config rendered by the RL benchmark suite for experiment "
+                  f"{cfg.experiment.name}.\n# Resolved per role by `uv run rl @ rl.toml --dry-run` (see job.sbatch).\n")  # fmt: skip
+        notes.append(
+            "argv words ${NODES[i]}, ${MASTER_ADDR}, ${CONFIG_DIR}, ${SLURM_JOB_ID} are filled in by job.sbatch"
+        )
+        return Launch(
+            framework=self.name,
+            version=v,
+            nodes=lay.nodes,
+            gpus_per_node=lay.gpus_per_node,
+            processes=procs,
+            files={"rl.toml": header + toml_dumps(doc)},
+            sbatch=render_sbatch(cfg, lay, procs, v, commit),
+            notes=notes,
+        )
+
+    def parse_logs(self, log_dir: Path | str) -> ParseResult:
+        """Trace rows from a prime-rl output or log folder (metrics.jsonl and console logs)."""
+        rows, acc, run_info = prime_rl_logs.parse_dir(log_dir)
+        run_info["parser_formats"] = PARSER_FORMATS.get(self.version, [])
+        return ParseResult(
+            steps=rows, warnings=acc.warnings, skipped_lines=acc.skipped, files=acc.files, run_info=run_info
+        )
