@@ -396,6 +396,19 @@ class VerlRunner(Runner):
             notes=notes,
         )
 
+    def validate_native(self, cfg: Any, launch: Launch) -> list[str]:
+        """Compose the rendered driver argv with the verl installed here (a real cluster's env)."""
+        try:
+            import verl  # noqa: F401  (only its location is used; importing it pulls in torch)
+        except ImportError:
+            return ["verl not installed here"]
+        driver = next(p for p in launch.processes if p.role == "driver")
+        try:
+            compose_driver(driver.argv, Path(verl.__file__).parent)
+        except Exception as e:  # Hydra's composition errors name the offending key
+            return [f"{type(e).__name__}: {e}"]
+        return []
+
     def parse_logs(self, log_dir: Path | str) -> ParseResult:
         """verl's file-logger JSONL first, console step lines as fallback (runners/verl_logs.py)."""
         from runners.verl_logs import parse_dir
@@ -412,3 +425,32 @@ def hydra_overrides_for_compose(overrides: list[str], config_dir: Path | str, ru
             o = f"hydra.searchpath=[file://{Path(config_dir).resolve()}]"
         out.append(o.replace("{run_dir}", run_dir))
     return out
+
+
+def compose_driver(driver_argv: list[str], verl_root: Path | str, run_dir: str = "/tmp/run") -> Any:
+    """Compose a rendered driver argv against verl's own Hydra YAML under `verl_root` (the `verl/`
+    package folder of an unpacked wheel or an installed verl), strictly: an unknown key raises
+    Hydra's ConfigCompositionException. No torch is imported. Returns the resolved DictConfig."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    root = Path(verl_root).resolve()
+    module, args = driver_argv[2], list(driver_argv[3:])
+    mode = next(m for m, (mod, _) in ENTRY.items() if mod == module)
+    config_name = ENTRY[mode][1]
+    if args and args[0].startswith("--config-name="):
+        config_name = args.pop(0).split("=", 1)[1]
+    package = module.rsplit(".", 1)[0].replace(".", "/")  # verl/trainer or verl/experimental/<x>
+    config_dir = root.parent / package / "config"
+    if GlobalHydra.instance().is_initialized():
+        GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+            cfg = compose(
+                config_name, overrides=hydra_overrides_for_compose(args, root / "trainer" / "config", run_dir)
+            )
+    finally:
+        GlobalHydra.instance().clear()
+    OmegaConf.resolve(cfg)
+    return cfg

@@ -22,9 +22,6 @@ import yaml
 
 from runners.base import ParseResult
 
-ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-# What may precede "step:" on a metric line (after ANSI removal): a Ray actor prefix, or nothing.
-PREFIX_RE = re.compile(r"\((\w+) pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?\)")
 SNIFF_BYTES = 8192
 
 # raw verl key -> the key this parser keeps (aliases fold version differences together)
@@ -90,62 +87,103 @@ class _Scan:
         rec[key] = value
 
 
-def _number(text: str) -> float:
-    """A console value: 0.5, 3e-06, nan, True, np.float64(0.5), np.int64(1)."""
-    if text.startswith("np."):
-        text = text[text.find("(") + 1 : text.rfind(")")]
-    elif text in ("True", "False"):
-        return 1.0 if text == "True" else 0.0
+def _number(text: str | bytes) -> float:
+    """A logged value: 0.5, 3e-06, nan, True, np.float64(0.5), np.int64(1) (str or bytes)."""
+    if text[:3] in ("np.", b"np."):
+        text = text[
+            text.find("(" if isinstance(text, str) else b"(") + 1 : text.rfind(
+                ")" if isinstance(text, str) else b")"
+            )
+        ]
+    elif text in ("True", b"True"):
+        return 1.0
+    elif text in ("False", b"False"):
+        return 0.0
     return float(text)
 
 
+BYTE_KEYS = {k.encode(): v for k, v in KEYS.items()}
+STEP_RE = re.compile(rb"step:(\S*?)(?: - |\s*$)")
+PREFIX_BRE = re.compile(
+    rb"(?:\x1b\[[0-9;]*[A-Za-z])*(?:\((\w+) pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?\))?\s*(?:\x1b\[[0-9;]*[A-Za-z])*\s*"
+)
+ANSI_BRE = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
+BLOCK = 8 << 20
+
+
 def scan_console(path: Path, scan: _Scan) -> int:
-    """Read console step lines of one file into `scan`; returns the number of step lines read."""
-    keys, found = KEYS, 0
-    with open(path, encoding="utf-8", errors="replace", newline="\n") as f:
-        for line in f:
-            i = line.find("step:")
-            if i < 0:
+    """Read console step lines of one file into `scan`; returns the number of step lines read.
+
+    Reads 8 MiB blocks and jumps from one `step:` to the next with bytes.find, so lines without it
+    (most of a console log) are never split or decoded.
+    """
+    found = 0
+    with open(path, "rb") as f:
+        tail = b""
+        while True:
+            block = f.read(BLOCK)
+            at_eof = not block
+            buf = tail + block
+            if not buf:
+                break
+            cut = len(buf) if at_eof else buf.rfind(b"\n") + 1
+            if cut == 0:  # no newline yet: keep reading
+                tail = buf
                 continue
-            if i:
-                head = line[:i]
-                if "\x1b" in head:
-                    head = ANSI_RE.sub("", head)
-                head = head.strip()
-                if head:
-                    m = PREFIX_RE.fullmatch(head)
-                    if m is None:
-                        continue  # "step:" inside some other message
-                    scan.prefixes.add(m.group(1))
-            body = line[i:]
-            complete = body.endswith("\n")
-            body = body.rstrip("\r\n")
-            if "\x1b" in body:
-                body = ANSI_RE.sub("", body)
-            parts = body.split(" - ")
+            found += _scan_block(buf[:cut], scan)
+            tail = buf[cut:]
+            if at_eof:
+                break
+    return found
+
+
+def _scan_block(buf: bytes, scan: _Scan) -> int:
+    found, pos, size, keys = 0, 0, len(buf), BYTE_KEYS
+    while True:
+        i = buf.find(b"step:", pos)
+        if i < 0:
+            return found
+        start = buf.rfind(b"\n", 0, i) + 1
+        end = buf.find(b"\n", i)
+        complete = end >= 0
+        if not complete:
+            end = size
+        pos = end + 1
+        m = PREFIX_BRE.fullmatch(buf, start, i)
+        if m is None:
+            continue  # "step:" inside some other message
+        if m.group(1):
+            scan.prefixes.add(m.group(1).decode())
+        line = buf[i:end].rstrip(b"\r")
+        if b"\x1b" in line:
+            line = ANSI_BRE.sub(b"", line)
+        sm = STEP_RE.match(line)
+        try:
+            step = int(sm.group(1)) if sm else None
+        except ValueError:
+            step = None
+        if step is None:
+            scan.skipped_lines += 1
+            continue
+        found += 1
+        if not scan.saw_fully_async and b"fully_async/" in line:
+            scan.saw_fully_async = True
+        if not scan.saw_separate_async and b"separate_async/" in line:
+            scan.saw_separate_async = True
+        parts = line.split(b" - ")
+        if not complete:
+            parts.pop()  # a line without a newline ends the file mid-write: its last value may be cut short
+        for part in parts[1:]:
+            k, sep, v = part.rpartition(b":")
+            canon = keys.get(k)
+            if canon is None:
+                if not sep:
+                    scan.bad_pairs += 1  # not key:value (e.g. another process's output spliced in)
+                continue
             try:
-                step = int(parts[0][5:])
+                scan.add(step, canon, _number(v.strip()))
             except ValueError:
-                scan.skipped_lines += 1
-                continue
-            if not complete:
-                parts.pop()  # the file ends mid-line: its last value may be cut short
-            found += 1
-            if not scan.saw_fully_async and "fully_async/" in body:
-                scan.saw_fully_async = True
-            if not scan.saw_separate_async and "separate_async/" in body:
-                scan.saw_separate_async = True
-            for part in parts[1:]:
-                k, sep, v = part.rpartition(":")
-                canon = keys.get(k)
-                if canon is None:
-                    if not sep:
-                        scan.bad_pairs += 1
-                    continue
-                try:
-                    scan.add(step, canon, _number(v.strip()))
-                except ValueError:
-                    scan.bad_pairs += 1
+                scan.bad_pairs += 1
     return found
 
 
