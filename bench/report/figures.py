@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import base64
 import io
+import multiprocessing as mp
+import os
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,7 +103,8 @@ def fig_queue_health(ctx: Ctx) -> plt.Figure:
     )
     fig, axes = plt.subplots(1, 2 if has_depth else 1, figsize=(11 if has_depth else 7, 3.6), squeeze=False)
     ax = axes[0, 0]
-    n = _lines(ax, ctx, "t_end_s", "consumption_per_s", "-", " consumed")
+    # One legend entry per run (solid line); the title explains the dashes.
+    n = _lines(ax, ctx, "t_end_s", "consumption_per_s")
     for run, s in ctx.pairs():
         if s.production is not None:
             _line(
@@ -109,7 +113,7 @@ def fig_queue_health(ctx: Ctx) -> plt.Figure:
                 "t_s",
                 "production_per_s",
                 ctx.colors[run.label],
-                run.label + " produced",
+                "_nolegend_",
                 "--",
                 1.0,
             )
@@ -121,7 +125,7 @@ def fig_queue_health(ctx: Ctx) -> plt.Figure:
                 "t_end_s",
                 "production_per_s",
                 ctx.colors[run.label],
-                run.label + " produced",
+                "_nolegend_",
                 "--",
                 1.0,
             )
@@ -129,7 +133,9 @@ def fig_queue_health(ctx: Ctx) -> plt.Figure:
         plt.close(fig)
         raise Omitted("no run has step times and sample counts (steps.parquet t_end_s, step_s, samples)")
     ax.set(
-        xlabel="wall time (s)", ylabel="samples / s (wall clock)", title="production (dashed) vs consumption"
+        xlabel="wall time (s)",
+        ylabel="samples / s (wall clock)",
+        title="production (dashed) vs consumption (solid)",
     )
     _legend(ax, ctx)
     if has_depth:
@@ -308,7 +314,9 @@ def fig_gpu(ctx: Ctx) -> plt.Figure:
     _legend(axes[0, 0], ctx)
     if energy:
         d = pd.DataFrame({"run": [r.label for r in ctx.runs], "Wh": ctx.summary["energy_wh"]}).dropna()
-        sns.barplot(data=d, y="run", x="Wh", ax=axes[0, 1], orient="h")
+        sns.barplot(
+            data=d, y="run", x="Wh", hue="run", palette=ctx.colors, legend=False, ax=axes[0, 1], orient="h"
+        )
         axes[0, 1].set(ylabel="", title="energy (Wh)")
     return fig
 
@@ -326,35 +334,58 @@ FIGURES: list[tuple[str, str, Callable[[Ctx], plt.Figure]]] = [
 ]
 
 
+# Set just before the worker processes fork, so they inherit it instead of unpickling it.
+_JOB: tuple[Ctx, Path] | None = None
+
+
+def _draw(i: int) -> Figure:
+    """Draw FIGURES[i] from the inherited _JOB into PNG + SVG files (runs in a worker or in-process)."""
+    ctx, fig_dir = _JOB
+    name, title, fn = FIGURES[i]
+    ctx.caption = ""
+    tagged = f"{title} ({ctx.mode_tag()})"
+    try:
+        fig = fn(ctx)
+    except Omitted as e:
+        return Figure(name, tagged, omitted=str(e))
+    fig.suptitle(tagged, fontsize=10)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    (fig_dir / f"{name}.png").write_bytes(buf.getvalue())
+    fig.savefig(fig_dir / f"{name}.svg", format="svg")
+    plt.close(fig)
+    png = base64.b64encode(buf.getvalue()).decode("ascii")
+    return Figure(name, tagged, ctx.caption, png, [f"figures/{name}.png", f"figures/{name}.svg"])
+
+
+def jobs() -> int:
+    """Worker processes for figures: BENCH_REPORT_JOBS, else up to 2 (one per core on small machines)."""
+    env = os.environ.get("BENCH_REPORT_JOBS", "")
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise ValueError(f"BENCH_REPORT_JOBS={env!r}: expected a positive integer")
+        return int(env)
+    return max(1, min(2, os.cpu_count() or 1))
+
+
 def render_all(runs: list[Run], series: list[Series], summary: pd.DataFrame, out_dir: Path) -> list[Figure]:
-    """Draw every figure kind into out_dir/figures/<name>.{png,svg}; omitted ones carry a reason."""
+    """Draw every figure kind into out_dir/figures/<name>.{png,svg}; omitted ones carry a reason.
+
+    Figures are independent and drawing them is the report's main cost, so they are spread over
+    `jobs()` forked processes (fork: the workers inherit the reduced data, nothing is pickled
+    but the finished figure).
+    """
+    global _JOB
     sns.set_theme(style="whitegrid", context="paper")
     fig_dir = out_dir / "figures"
     fig_dir.mkdir(parents=True, exist_ok=True)
-    ctx = Ctx(runs, series, summary, _colors(runs))
-    out = []
-    for name, title, fn in FIGURES:
-        ctx.caption = ""
-        tagged = f"{title} ({ctx.mode_tag()})"
-        try:
-            fig = fn(ctx)
-        except Omitted as e:
-            out.append(Figure(name, tagged, omitted=str(e)))
-            continue
-        fig.suptitle(tagged, fontsize=10)
-        fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=DPI)
-        (fig_dir / f"{name}.png").write_bytes(buf.getvalue())
-        fig.savefig(fig_dir / f"{name}.svg", format="svg")
-        plt.close(fig)
-        out.append(
-            Figure(
-                name,
-                tagged,
-                ctx.caption,
-                base64.b64encode(buf.getvalue()).decode("ascii"),
-                [f"figures/{name}.png", f"figures/{name}.svg"],
-            )
-        )
-    return out
+    _JOB = (Ctx(runs, series, summary, _colors(runs)), fig_dir)
+    try:
+        n = jobs()
+        if n == 1 or "fork" not in mp.get_all_start_methods():
+            return [_draw(i) for i in range(len(FIGURES))]
+        with ProcessPoolExecutor(n, mp_context=mp.get_context("fork")) as pool:
+            return list(pool.map(_draw, range(len(FIGURES))))
+    finally:
+        _JOB = None

@@ -106,15 +106,20 @@ def _rollouts(run: Run, s: Series, wall_s: float | None) -> None:
         return
     used = ro[ro["step_consumed"].notna() & ro["policy_version_start"].notna()]
     if len(used):
-        # prime-rl's definition: trainer step minus the policy version that started the rollout.
-        lag = (used["step_consumed"] - used["policy_version_start"]).astype("int64").clip(lower=0)
+        # The trainer at step k (1-based) holds policy version k - 1, so a rollout's staleness is
+        # (k - 1) - policy_version_start: prime-rl's `(step-1) - policy.start`, and the emulator's.
+        lag = (used["step_consumed"] - 1 - used["policy_version_start"]).astype("int64").clip(lower=0)
         s.staleness = lag.value_counts().sort_index()
-        s.staleness_source = "rollouts.parquet: step_consumed − policy_version_start"
+        s.staleness_source = "rollouts.parquet: (step_consumed − 1) − policy_version_start"
     done = ro.loc[ro["status"].ne("aborted") & ro["t_finish_s"].notna(), "t_finish_s"].to_numpy(float)
     if len(done) == 0:
         return
     end = max(float(done.max()), float(wall_s or 0))
-    edges = np.linspace(0.0, end, min(MAX_POINTS, max(len(done) // 5, 2)) + 1)
+    # Bins one median trainer step wide: completions arrive in bursts, and a per-step rate is
+    # what the consumption line beside it shows.
+    step_s = s.steps["step_s"].median() if s.steps is not None else np.nan
+    n_bins = int(end / step_s) if step_s == step_s and step_s > 0 else len(done) // 5
+    edges = np.linspace(0.0, end, min(MAX_POINTS, max(n_bins, 2)) + 1)
     counts, _ = np.histogram(done, bins=edges)
     width = edges[1] - edges[0]
     prod = pd.DataFrame({"t_s": edges[1:], "production_per_s": counts / width if width > 0 else np.nan})
