@@ -340,7 +340,7 @@ def _rows(
     n = info.get("rollout_n")
     rows, incomplete = [], []
     for step in sorted(records):
-        r = records[step]
+        r = records.pop(step)  # freed as rows are built: peak memory stays ~one copy of the trace
         if not r:
             continue  # validation-only record (val-core/..., val-aux/...)
         row: dict[str, Any] = {"step": step, "step_s": r.get("timing_s/step")}
@@ -392,7 +392,7 @@ def _rows(
         for col, key in NATIVE.items():
             if key in r:
                 row[col] = r[key]
-        rows.append(row)
+        rows.append({k: v for k, v in row.items() if v is not None})  # absent = null in the trace
     if incomplete:
         warnings.append(f"step(s) {incomplete} have no timing_s/step (truncated or interleaved record)")
     if n is None and rows:
