@@ -298,7 +298,8 @@ def check_keys(doc: dict[str, Any], schema: dict[str, Any], prefix: str = "") ->
             continue
         kind = _toml_type(v)
         allowed = set(spec["types"])
-        ok = kind in allowed or (kind == "int" and "float" in allowed) or "any" in allowed
+        ok = kind in allowed or "any" in allowed
+        ok = ok or (kind == "int" and "float" in allowed) or (kind == "table" and "dict" in allowed)
         ok = ok or (v == "None" and "null" in allowed)  # prime-rl's TOML spelling of null
         literals = spec.get("literal", {}).get(kind)
         if ok and literals is not None and v not in literals and v != "None":
@@ -565,7 +566,11 @@ def render_sbatch(cfg: Any, lay: Layout, procs: list[Process], version: str, com
         "#    or as soon as any process fails or a server exits.",
         f"ON_NODE=({' '.join(_word(w) for w in ['srun', '--overlap', '--nodes=1', '--ntasks=1', '--chdir=${PRIME_RL_DIR}', *srun_opts])} -w)",
         "declare -A ROLE_OF=() MAIN=()",
-        "cleanup() { jobs -p | xargs -r kill 2>/dev/null || true; }  # only this script's own steps",
+        "# shellcheck disable=SC2317  # reached through the EXIT trap",
+        "cleanup() {",
+        "  # Servers never exit by themselves: stop this script's own steps (and only those) on exit.",
+        "  jobs -p | xargs -r kill 2>/dev/null || true",
+        "}",
         "trap cleanup EXIT",
     ]
     counters: dict[tuple[str, int], int] = {}

@@ -125,8 +125,8 @@ class LogParse:
         elif any(k in row for k in TRAINER_PERF_KEYS):
             _take(self.trainer[step], row, TRAINER_PERF)
             if isinstance(row.get("perf/mfu"), int | float):
-                self.trainer[step]["native_mfu"] = row["perf/mfu"] / 100.0  # logged in percent
-        elif not any(k.split("/")[0] in _TRAINER_MISC for k in row):
+                self.trainer[step]["native_mfu"] = _fraction(row["perf/mfu"])
+        elif not any(k.split("/")[0] in _TRAINER_MISC for k in row if k not in ("step", "time")):
             self.unclassified_rows += 1
 
     def _time(self, t: float) -> None:
@@ -161,7 +161,7 @@ class LogParse:
             if "Throughput" in fields:
                 row["native_throughput_tokens_per_s"] = fields["Throughput"]
             if "MFU" in fields:
-                row["native_mfu"] = fields["MFU"] / 100.0
+                row["native_mfu"] = _fraction(fields["MFU"])
         elif "Reward" in fields:  # orchestrator
             row = self.console_orch[step]
             row["native_orch_step_s"] = dur
@@ -216,7 +216,12 @@ _TRAINER_MISC |= {
     "is_masked_low",
     "is_masked_high",
 }
-_TRAINER_MISC |= {"masked_advantage_positive", "masked_advantage_negative", "ref_kl", "perf", "time", "step"}
+_TRAINER_MISC |= {"masked_advantage_positive", "masked_advantage_negative", "ref_kl", "perf", "time"}
+
+
+def _fraction(percent: float) -> float:
+    """prime-rl logs MFU in percent; the trace stores fractions (rounded off float noise)."""
+    return round(percent / 100.0, 12)
 
 
 def _take(dst: dict[str, Any], row: dict[str, Any], mapping: dict[str, tuple[str, ...]]) -> None:

@@ -89,10 +89,12 @@ class Walker:
             self._add(path, "any")
             return self.open.add(path)
         if origin in (list, tuple, set):
-            item = args[0] if args else Any
-            if isinstance(item, type) and issubclass(item, BaseModel):
+            models = _models(args[0] if args else Any)
+            if models:  # list[Model] or list[Annotated[A | B, discriminator]]
                 self._add(path, "array_of_tables")
-                return self.model(item, path, seen)
+                for m in models:
+                    self.model(m, path, seen)
+                return None
             return self._add(path, "list")
         if origin is dict or ann is dict:
             self._add(path, "dict")
@@ -109,6 +111,19 @@ class Walker:
         if origin is not None:  # e.g. typing aliases of containers we did not list
             return self.annotation(origin, path, seen)
         self._add(path, "any")
+
+
+def _models(ann: Any) -> list[type]:
+    """The pydantic classes an annotation stands for, if it is only classes (else [])."""
+    from pydantic import BaseModel
+
+    origin, args = typing.get_origin(ann), typing.get_args(ann)
+    if origin is typing.Annotated:
+        return _models(args[0])
+    if origin in (typing.Union, types.UnionType):
+        parts = [_models(a) for a in args]
+        return [m for p in parts for m in p] if all(parts) else []
+    return [ann] if isinstance(ann, type) and issubclass(ann, BaseModel) else []
 
 
 def _scalar_name(v: Any) -> str:

@@ -1,0 +1,374 @@
+"""runners/prime_rl.py: the workload -> rl.toml translation (checked key by key against the schema
+derived from prime-rl v0.8.0's pydantic classes), the multi-node layout and job.sbatch, the goldens,
+and the log parser on the opd-benchmark Prime-RL run plus the verbatim lines of prime-rl.md 3.6."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from bench.config import compose
+from bench.trace import read_steps, write_steps
+from runners.base import load_runner
+from runners.prime_rl import KEYS, SEMANTICS, check_keys, layout, load_schema, toml_dumps
+
+GOLDEN = Path(__file__).parent / "golden" / "prime_rl"
+EXPERIMENTS = ["smoke", "semianalysis_case1", "semianalysis_case2"]
+
+
+def _cfg(exp: str, *overrides: str):
+    return compose([f"experiment={exp}", "framework=prime_rl", *overrides])
+
+
+def _render(exp: str, *overrides: str):
+    cfg = _cfg(exp, *overrides)
+    return cfg, load_runner(cfg.framework).render_launch(cfg)
+
+
+def _rl(launch) -> dict:
+    return tomllib.loads(launch.files["rl.toml"])
+
+
+# ---- schema and translation --------------------------------------------------------------------
+def test_schema_names_the_pinned_repository_and_commit():
+    schema = load_schema("0.8.0")
+    conf = compose(["framework=prime_rl"]).framework
+    assert schema["repository"] == "https://github.com/PrimeIntellect-ai/prime-rl"
+    assert schema["commit"] == "60bc29547a8824ad1de7b9af8d265e2b27b2a72d"
+    assert schema["commit"].startswith(conf.commit) and conf.version == schema["version"] == "0.8.0"
+    assert set(KEYS) == {"0.8.0"}
+
+
+@pytest.mark.parametrize("exp", EXPERIMENTS)
+def test_every_rendered_key_exists_at_v0_8_0_with_the_right_type(exp):
+    _, launch = _render(exp)
+    assert check_keys(_rl(launch), load_schema("0.8.0")) == []
+
+
+def test_schema_check_fails_on_renamed_keys_wrong_types_and_bad_literals():
+    doc = {
+        "orchestrator": {"rollouts_per_example": 16, "batch_size": "512", "algo": {"type": "gspo"}},
+        "inference": {"vllm": {"tensor_parallel_size": 8}},  # renamed on 2026-08-08, after v0.8.0
+        "trainer": {"model": {"ac_offloading": "None", "ep": "auto"}},  # TOML null; literal "auto"
+    }
+    assert check_keys(doc, load_schema("0.8.0")) == [
+        "orchestrator.rollouts_per_example: unknown key at prime-rl 0.8.0 (60bc2954)",
+        "orchestrator.batch_size='512': str given, expected int | null",
+        "orchestrator.algo.type='gspo': expected one of "
+        "['grpo', 'echo', 'max_rl', 'rae', 'hierarchical_grpo', 'opd', 'opsd', 'sft']",
+        "inference.vllm: unknown key at prime-rl 0.8.0 (60bc2954)",
+    ]
+
+
+def test_smoke_translation_counts_rollouts_and_sets_group_size():
+    _, launch = _render("smoke")
+    rl = _rl(launch)
+    orch = rl["orchestrator"]
+    assert orch["batch_size"] == 64 * 16 and orch["group_size"] == 16  # rollouts, not prompts
+    assert orch["max_off_policy_steps"] == 1
+    assert orch["train"]["sampling"] == {"max_completion_tokens": 8192, "temperature": 1.0}
+    assert rl["seq_len"] == 1024 + 8192 == rl["inference"]["model"]["max_model_len"]
+    assert rl["deployment"] == {
+        "type": "multi_node", "gpus_per_node": 8, "num_train_nodes": 1, "num_infer_nodes": 1, "num_infer_replicas": 1,
+    }  # fmt: skip
+    assert rl["file_monitor"] == {}
+    assert rl["trainer"]["wandb"]["offline"] is rl["orchestrator"]["wandb"]["offline"] is True
+    assert [f["enforce"] for f in orch["post_batch_filters"]] == [False, False, False]
+    source = orch["train"]["source"][0]
+    assert source["env"]["taskset"] == {
+        "id": "math-env-v1",
+        "dataset_name": "BytedTsinghua-SIA/DAPO-Math-17k",
+    }
+    assert orch["renderer"]["name"] == "qwen3"
+
+
+def test_case1_layout_is_24_tp8_ep_replicas_and_8_fsdp_trainer_nodes():
+    _, launch = _render("semianalysis_case1")
+    rl = _rl(launch)
+    assert rl["orchestrator"]["batch_size"] == 512 and rl["orchestrator"]["max_off_policy_steps"] == 16
+    assert rl["orchestrator"]["oversampling_factor"] == 2.5
+    assert (
+        rl["inference"]["parallel"] == {"tp": 8, "dp": 1}
+        and rl["inference"]["enable_expert_parallel"] is True
+    )
+    assert rl["inference"]["quantization"] == "fp8"
+    assert rl["deployment"]["num_infer_replicas"] == 24 and rl["deployment"]["num_train_nodes"] == 8
+    assert rl["trainer"]["model"] == {"ep": 8, "cp": 1, "optim_cpu_offload": True, "ac_offloading": {}}
+    assert launch.nodes == 32
+    assert sorted({p.node_rank for p in launch.processes if p.role == "inference"}) == list(range(24))
+    assert [p.node_rank for p in launch.processes if p.role == "trainer"] == list(range(24, 32))
+    orch = next(p for p in launch.processes if p.role == "orchestrator")
+    assert orch.node_rank == 24 and "PRIME_API_KEY" in orch.secret_env
+
+
+def test_case2_moe_replicas_form_one_dp_group_over_four_nodes():
+    cfg, launch = _render("semianalysis_case2")
+    lay = layout(cfg)
+    assert (lay.infer_replicas, lay.infer_nodes_per_replica, lay.dp, lay.ep_group) == (4, 4, 32, True)
+    engines = [p for p in launch.processes if p.role == "inference"]
+    assert len(engines) == 128
+    # node 5 is rank 1 of replica 1 (nodes 4-7): its DP ranks 8..15 join the group rooted on node 4
+    extra = [json.loads(p.argv[p.argv.index("--vllm-extra") + 1]) for p in engines if p.node_rank == 5]
+    assert [e["data_parallel_rank"] for e in extra] == list(range(8, 16))
+    assert {e["data_parallel_address"] for e in extra} == {"${NODES[4]}"}
+    router = next(p for p in launch.processes if p.role == "router")
+    assert len(router.argv) - router.argv.index("--worker-urls") - 1 == 128
+    assert any("without prefill/decode disaggregation" in n for n in launch.notes)
+
+
+def test_notes_record_what_prime_rl_cannot_do():
+    _, launch = _render("smoke")
+    assert any("cannot divide advantages by the group std" in n for n in launch.notes)
+    _, launch = _render("smoke", "workload.std_normalize=false")
+    assert not any("group std" in n for n in launch.notes)
+
+
+def test_validate_refuses_colocated_on_policy_and_trainer_tp():
+    cfg = _cfg(
+        "smoke", "experiment.placement=colocated", "workload.staleness_budget=0", "experiment.trainer.tp=2"
+    )
+    problems = load_runner(cfg.framework).validate(cfg)
+    assert [p.split(":")[0] for p in problems] == [
+        "experiment.placement=colocated",
+        "workload.staleness_budget=0",
+        "experiment.trainer tp=2 pp=1",
+    ]
+    with pytest.raises(ValueError, match="staleness_budget=0"):
+        load_runner(cfg.framework).render_launch(cfg)
+    assert load_runner(cfg.framework).validate(_cfg("smoke")) == []
+
+
+def test_only_async_mode_exists():
+    cfg = _cfg("smoke")
+    assert load_runner(cfg.framework).resolve_mode(cfg) == "async"
+    cfg = _cfg("smoke", "framework.mode=sync")
+    with pytest.raises(ValueError, match="supports only 'async'"):
+        load_runner(cfg.framework).resolve_mode(cfg)
+
+
+def test_semantics_rows_are_complete():
+    assert all(len(row) == 5 and row[0] and row[1] for row in SEMANTICS)
+    assert {"batch size", "group size", "staleness bound", "async depth"} <= {row[0] for row in SEMANTICS}
+
+
+def test_toml_writer_round_trips_and_is_sorted():
+    doc = {"b": 1, "a": {"z": [1, 2], "y": 'q"uote', "x": {"w": 1.5}}, "s": [{"n": 1}, {"n": 2}], "e": {}}
+    text = toml_dumps(doc)
+    assert tomllib.loads(text) == doc
+    assert text.splitlines()[:3] == ["b = 1", "", "[a]"]
+
+
+# ---- job.sbatch and goldens ----------------------------------------------------------------------
+@pytest.mark.parametrize("exp", EXPERIMENTS)
+def test_sbatch_is_valid_bash_lint_clean_and_never_pkills(tmp_path, exp):
+    _, launch = _render(exp)
+    script = tmp_path / "job.sbatch"
+    script.write_text(launch.sbatch)
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    assert "pkill" not in launch.sbatch and "killall" not in launch.sbatch
+    assert f"#SBATCH --nodes={launch.nodes}" in launch.sbatch
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck not installed here")
+    res = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout
+
+
+def test_sbatch_puts_master_on_the_first_trainer_node():
+    _, launch = _render("semianalysis_case1")
+    assert 'MASTER_ADDR="${NODES[24]}"' in launch.sbatch
+    assert (
+        'uv run --no-sync rl @ "${RUN_DIR}/launch/rl.toml" --output-dir "${OUTPUT_DIR}" --dry-run'
+        in launch.sbatch
+    )
+
+
+@pytest.mark.parametrize("exp", EXPERIMENTS)
+def test_golden_render(tmp_path, exp):
+    _, launch = _render(exp)
+    launch.write(tmp_path)
+    golden = GOLDEN / exp
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        golden.mkdir(parents=True, exist_ok=True)
+        for f in tmp_path.iterdir():
+            shutil.copy(f, golden / f.name)
+    for name in ("command.json", "rl.toml", "job.sbatch"):
+        assert (tmp_path / name).read_text() == (golden / name).read_text(), (
+            f"{exp}/{name} differs from the golden"
+        )
+
+
+def test_command_json_names_secrets_without_values():
+    _, launch = _render("semianalysis_case1")
+    cmd = launch.command_json()
+    assert {r["role"] for r in cmd["processes"]} == {
+        "inference",
+        "router",
+        "trainer",
+        "env_server",
+        "orchestrator",
+    }
+    assert all("HF_TOKEN" not in r["env"] for r in cmd["processes"])
+    assert ["HF_TOKEN", "PRIME_API_KEY"] == next(r for r in cmd["processes"] if r["role"] == "orchestrator")[
+        "secret_env"
+    ]
+
+
+# ---- parser: the opd-benchmark Prime-RL run -----------------------------------------------------
+@pytest.fixture(scope="module")
+def prime_run(opd_results):
+    cfg = _cfg("smoke")
+    return load_runner(cfg.framework).parse_logs(opd_results / "prime")
+
+
+def test_parses_fifteen_steps_from_the_opd_run(prime_run):
+    assert [r["step"] for r in prime_run.steps] == list(range(1, 16))
+    assert prime_run.skipped_lines == 0 and prime_run.warnings == []
+    assert sorted(Path(f).name for f in prime_run.files) == [
+        "metrics.jsonl", "orchestrator.log", "run.log", "trainer.log", "trainer_metrics.jsonl",
+    ]  # fmt: skip
+
+
+def test_step_one_as_logged(prime_run):
+    s = prime_run.steps[0]
+    assert s["step_s"] == 78.409446226  # trainer time/step (includes the first wait for a batch)
+    assert s["wait_s"] == 60.32022141499874 and s["compute_s"] == 15.245477651000328
+    assert s["sync_s"] == 2.7905032399994525
+    assert (s["samples"], s["prompts"], s["prompt_tokens"], s["response_tokens"]) == (128, 8, 6160, 15019)
+    assert s["generated_tokens"] == 15019  # progress/tokens == input + output: nothing dropped
+    assert s["native_throughput_tokens_per_s"] == 1460.3674945231483
+    assert s["native_mfu"] == pytest.approx(0.00630850973736349)  # perf/mfu 0.63 (%)
+    assert s["reward_mean"] == 0.13348942680172912 and s["solve_none_frac"] == 0.125
+
+
+def test_report_figures_follow_from_the_trace(prime_run):
+    """REPORT.md: 535.7 generated response tokens/s over 276 s; 6.79 s native steady step."""
+    steps = prime_run.steps
+    wall = prime_run.run_info["wall_time_env"]["wall_seconds"]
+    assert wall == 276
+    assert sum(s["response_tokens"] for s in steps) == 147864
+    assert round(sum(s["response_tokens"] for s in steps) / wall, 1) == 535.7
+    assert round(sum(s["samples"] for s in steps) / wall, 2) == 6.96
+    assert round(sum(s["step_s"] for s in steps[1:]) / 14, 2) == 6.79
+
+
+def test_staleness_from_the_orchestrator_console(prime_run):
+    # this run (v0.7) logged no off_policy/* metrics; "Max Off-Policy k" is in the Step lines
+    assert [s["staleness_max"] for s in prime_run.steps] == [0, 1, 2, 3, 2, 3, 4, 2, 3, 3, 4, 3, 4, 4, 2]
+
+
+def test_time_axis_starts_at_the_harness_start(prime_run):
+    assert prime_run.run_info["t0_unix_s"] == 1786108894
+    last = prime_run.steps[-1]
+    assert last["t_end_s"] == pytest.approx(1786109151.2183063 - 1786108894)
+    assert last["t_start_s"] == pytest.approx(last["t_end_s"] - 6.413451460999568)
+
+
+def test_rows_satisfy_the_trace_contract(tmp_path, prime_run):
+    write_steps(tmp_path / "steps.parquet", prime_run.steps)
+    df = read_steps(tmp_path / "steps.parquet")
+    assert len(df) == 15 and int(df["response_tokens"].sum()) == 147864
+
+
+def test_one_shared_metrics_file_parses_like_two(tmp_path, opd_results, prime_run):
+    """v0.8.0 writes trainer and orchestrator rows into one metrics.jsonl, interleaved, untagged."""
+    trainer = (opd_results / "prime" / "trainer_metrics.jsonl").read_text().splitlines()
+    orch = (opd_results / "prime" / "metrics.jsonl").read_text().splitlines()
+    mixed = [line for i in range(15) for line in (*trainer[5 * i : 5 * i + 5], orch[i])]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(mixed) + "\n")
+    res = load_runner(_cfg("smoke").framework).parse_logs(tmp_path)
+    strip = {"t_start_s", "t_end_s"}  # no wall_time.env here: the axis starts at step 1
+    assert [{k: v for k, v in r.items() if k not in strip} for r in res.steps] == [
+        {k: v for k, v in r.items() if k not in strip and k != "staleness_max"} for r in prime_run.steps
+    ]
+
+
+def test_truncated_interleaved_and_foreign_lines_are_counted_not_fatal(tmp_path, opd_results):
+    orch = (opd_results / "prime" / "metrics.jsonl").read_text().splitlines()
+    lines = [
+        *orch[:3],
+        orch[3] + orch[4],
+        '{"step": 9, "time": 1.0, "custom/thing": 1}',
+        "\x00\xff",
+        orch[5][:500],
+    ]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines))
+    res = load_runner(_cfg("smoke").framework).parse_logs(tmp_path)
+    assert [r["step"] for r in res.steps] == [1, 2, 3]
+    assert res.skipped_lines == 3  # two writers on one line, a binary line, a truncated tail
+    assert res.warnings == [
+        "1 metrics.jsonl row(s) matched neither trainer nor orchestrator",
+        "3 metrics.jsonl line(s) were not valid JSON objects (skipped)",
+    ]
+
+
+def test_missing_directory_is_a_warning():
+    res = load_runner(_cfg("smoke").framework).parse_logs("/nonexistent/prime")
+    assert res.steps == [] and "not a directory" in res.warnings[0]
+
+
+# ---- parser: verbatim console lines (prime-rl.md 3.6) -------------------------------------------
+VERBATIM = [
+    "02:40:53 SUCCESS Step 1 | Time: 0.60s | Loss: 12.3125 | Grad. Norm: 28.4812 | LR: 1.00e-06 | "
+    "Throughput: 3324 tokens/s | MFU: 1.0% | Peak Mem.: 5.2/23.7 GiB (22.1%) | Max Vio: 0.9891",
+    "02:15:51 SUCCESS Step 13 | Time: 72.00s | Reward: 0.3400 | Throughput: 2314.0 tokens/s | "
+    "Seq. Length: 323.7 tokens/sample | Async Level: 1 | Max. Off-Policy Level: 0",
+    "00:27:06    INFO Detected 97/128 rollouts (gibberish=2, zero_advantage=95), enforced 95",
+    "00:27:06 SUCCESS Step 9 | Time: 3.20s | Reward: 0.9912 | Seq. Length: 331.1 tokens/sample | "
+    "Async Level: 1 | Max. Off-Policy Level: 0",
+    "00:27:08    INFO Orchestrator resumed: checkpoint 9 ready (after 2.00s)",
+    "16:43:42    INFO Orchestrator paused: waiting for trainer process to complete checkpoint 14 "
+    "(>1 step(s) ahead). Training is progressing normally.",
+    "[default0]:20:40:37    INFO Initializing optimizer (lr=1e-06 weight_decay=0.01 max_norm=1.0 "
+    "type='adamw' betas1=0.9 betas2=0.999)",
+]
+
+
+def test_verbatim_github_lines(tmp_path):
+    (tmp_path / "console.log").write_text("\n".join(VERBATIM) + "\n")
+    res = load_runner(_cfg("smoke").framework).parse_logs(tmp_path)
+    by_step = {r["step"]: r for r in res.steps}
+    assert by_step[1] == {
+        "step": 1,
+        "step_s": 0.60,
+        "native_throughput_tokens_per_s": 3324.0,
+        "native_mfu": 0.01,
+    }
+    # orchestrator-only steps 9 and 13 have no trainer row, so they are not trainer steps
+    assert sorted(by_step) == [1]
+
+
+def test_verbatim_orchestrator_lines_without_trainer(tmp_path):
+    (tmp_path / "orchestrator.log").write_text("\n".join(VERBATIM[1:6]) + "\n")
+    res = load_runner(_cfg("smoke").framework).parse_logs(tmp_path)
+    assert res.steps == [
+        {
+            "step": 9,
+            "native_orch_step_s": 3.2,
+            "reward_mean": 0.9912,
+            "staleness_max": 0.0,
+            "filtered_samples": 95,
+        },
+        {"step": 13, "native_orch_step_s": 72.0, "reward_mean": 0.34, "staleness_max": 0.0},
+    ]
+
+
+def test_ansi_codes_and_torchrun_prefix_are_stripped(tmp_path):
+    line = (
+        "[default0]:\x1b[32m13:24:22\x1b[0m \x1b[1mSUCCESS\x1b[0m \x1b[22mStep 2 |    6.6s | Loss 0.0283 | "
+        "Entropy 0.6012 | Mismatch KL 0.0008 | Grad. Norm 17.9561 | LR 3.00e-06 | Throughput 6183 tokens/s | "
+        "MFU 2.7% | Peak Mem. 11.8 GiB\x1b[0m"
+    )
+    (tmp_path / "trainer.log").write_text(
+        line + "\n" + "[default0]:13:25:51 SUCCESS Step 3 |  1m 18s | Loss 0.1\n"
+    )
+    res = load_runner(_cfg("smoke").framework).parse_logs(tmp_path)
+    assert res.steps == [
+        {"step": 2, "step_s": 6.6, "native_throughput_tokens_per_s": 6183.0, "native_mfu": 0.027},
+        {"step": 3, "step_s": 78.0},
+    ]
