@@ -130,7 +130,9 @@ def main(argv: list[str]) -> int:
     result, _ = ingest(cfg, args.logs, args.out)
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
-    print(f"{args.out}: {len(result.steps)} steps from {len(result.files)} file(s), {result.skipped_lines} skipped line(s)")
+    print(
+        f"{args.out}: {len(result.steps)} steps from {len(result.files)} file(s), {result.skipped_lines} skipped line(s)"
+    )
     if importlib.util.find_spec("bench.metrics") is not None and result.steps:
         from bench.metrics import write_metrics
 

@@ -82,7 +82,10 @@ def test_semianalysis_case3_composes_with_megatron(verl_root):
     assert (m.tensor_model_parallel_size, m.pipeline_model_parallel_size) == (4, 3)
     assert (m.context_parallel_size, m.expert_model_parallel_size) == (4, 16)
     assert (v.trainer.nnodes, v.trainer.n_gpus_per_node) == (6, 8)  # 48 trainer GPUs on 8-GPU nodes
-    assert (v.actor_rollout_ref.rollout.nnodes, v.actor_rollout_ref.rollout.tensor_model_parallel_size) == (3, 4)
+    assert (v.actor_rollout_ref.rollout.nnodes, v.actor_rollout_ref.rollout.tensor_model_parallel_size) == (
+        3,
+        4,
+    )
     # one 8K prompt + 120K response must fit one GPU's token budget
     assert v.actor_rollout_ref.actor.ppo_max_token_len_per_gpu == 8192 + 122880
     assert v.actor_rollout_ref.rollout.n == 8 and v.data.train_batch_size == 32
@@ -92,14 +95,18 @@ def test_semianalysis_case3_composes_with_megatron(verl_root):
 
 @pytest.mark.parametrize("sharding", ["fsdp", "megatron"])
 def test_experimental_entry_points_compose(verl_root, sharding):
-    _, launch = _launch("experiment=smoke", "framework.mode=fully_async", f"experiment.trainer.sharding={sharding}")
+    _, launch = _launch(
+        "experiment=smoke", "framework.mode=fully_async", f"experiment.trainer.sharding={sharding}"
+    )
     argv = _driver(launch)
     assert argv[:3] == ["python3", "-m", "verl.experimental.fully_async_policy.fully_async_main"]
     v = compose_driver(argv, verl_root)
     assert v.data.train_batch_size == 0 and v.rollout.total_rollout_steps == 20 * 64
     assert v.async_training.trigger_parameter_sync_step == 1 and v.async_training.staleness_threshold == 1
     assert (v.rollout.nnodes, v.rollout.n_gpus_per_node) == (1, 8)
-    _, launch = _launch("experiment=smoke", "framework.mode=one_step_off", f"experiment.trainer.sharding={sharding}")
+    _, launch = _launch(
+        "experiment=smoke", "framework.mode=one_step_off", f"experiment.trainer.sharding={sharding}"
+    )
     argv = _driver(launch)
     assert argv[2] == "verl.experimental.one_step_off_policy.main_ppo"
     v = compose_driver(argv, verl_root)
@@ -108,7 +115,9 @@ def test_experimental_entry_points_compose(verl_root, sharding):
 
 
 def test_colocate_async_for_partial_rollout(verl_root):
-    cfg, launch = _launch("experiment=smoke", "experiment.placement=colocated", "experiment.partial_rollout=true")
+    cfg, launch = _launch(
+        "experiment=smoke", "experiment.placement=colocated", "experiment.partial_rollout=true"
+    )
     v = compose_driver(_driver(launch), verl_root)
     assert v.trainer.v1.trainer_mode == "colocate_async"
 
@@ -126,7 +135,11 @@ def test_command_json_roles_env_and_secrets(tmp_path):
     _, launch = _launch("experiment=smoke")
     launch.write(tmp_path)
     cmd = json.loads((tmp_path / "command.json").read_text())
-    assert [(p["role"], p["node_rank"]) for p in cmd["processes"]] == [("ray_head", 0), ("ray_worker", 1), ("driver", 0)]
+    assert [(p["role"], p["node_rank"]) for p in cmd["processes"]] == [
+        ("ray_head", 0),
+        ("ray_worker", 1),
+        ("driver", 0),
+    ]
     driver = cmd["processes"][2]
     assert driver["argv"][:3] == ["python3", "-m", "verl.trainer.main_ppo"]
     assert driver["env"]["VERL_FILE_LOGGER_PATH"] == "{run_dir}/logs/verl_metrics.jsonl"
@@ -142,8 +155,11 @@ def test_sbatch_passes_bash_n_and_shellcheck(tmp_path):
     script = tmp_path / "job.sbatch"
     script.write_text(launch.sbatch)
     subprocess.run(["bash", "-n", str(script)], check=True)
-    assert "#SBATCH --nodes=9" in launch.sbatch and "--container-image=verlai/verl:vllm011.latest" in launch.sbatch
-    assert "export VERL_FILE_LOGGER_PATH=\"${RUN_DIR}\"/logs/verl_metrics.jsonl" in launch.sbatch
+    assert (
+        "#SBATCH --nodes=9" in launch.sbatch
+        and "--container-image=verlai/verl:vllm011.latest" in launch.sbatch
+    )
+    assert 'export VERL_FILE_LOGGER_PATH="${RUN_DIR}"/logs/verl_metrics.jsonl' in launch.sbatch
     assert "pkill" not in launch.sbatch
     if shutil.which("shellcheck") is None:
         if os.environ.get("CI") == "true":
@@ -167,7 +183,10 @@ def test_render_cli_rejects_an_impossible_mode(tmp_path, capsys):
     from runners.render import main
 
     assert main(["experiment=smoke", "framework=verl", "framework.mode=sync", "--out", str(tmp_path)]) == 2
-    assert "framework.mode='sync' needs experiment.placement=colocated, got disaggregated" in capsys.readouterr().err
+    assert (
+        "framework.mode='sync' needs experiment.placement=colocated, got disaggregated"
+        in capsys.readouterr().err
+    )
 
 
 # ---- mode and validation ----
@@ -204,9 +223,10 @@ def test_validate_names_each_problem():
         "experiment.generator_gpus=12 is not a multiple of cluster.gpus_per_node=8"
     ]
     cfg = _cfg("experiment=smoke", "experiment.partial_rollout=true")
-    assert "experiment.partial_rollout=true: verl mode 'separate_async' has no partial rollout" in load_runner(
-        cfg.framework
-    ).validate(cfg)
+    assert (
+        "experiment.partial_rollout=true: verl mode 'separate_async' has no partial rollout"
+        in load_runner(cfg.framework).validate(cfg)
+    )
 
 
 def test_small_pools_share_one_node():
@@ -261,7 +281,10 @@ def test_opd_tokens_samples_and_time_axis(opd):
     steps = opd.steps
     assert all(s["samples"] == 128 and s["prompts"] == 8 for s in steps)  # 8 prompts x n=16
     assert sum(s["samples"] for s in steps) == 1920  # REPORT: 1,920 trajectories
-    assert (steps[0]["prompt_tokens"], steps[0]["response_tokens"]) == (6944, 14910)  # = perf/total_num_tokens 21854
+    assert (steps[0]["prompt_tokens"], steps[0]["response_tokens"]) == (
+        6944,
+        14910,
+    )  # = perf/total_num_tokens 21854
     assert sum(s["response_tokens"] for s in steps) == 126833  # / 229 s = 553.9 tok/s (REPORT)
     assert steps[0]["reward_mean"] == 0.10995139181613922
     assert steps[-1]["t_end_s"] == 229.0 and opd.run_info["init_s"] == pytest.approx(135.85, abs=0.01)
@@ -360,7 +383,11 @@ def test_bad_lines_are_counted_never_raised(tmp_path):
     )  # the file ends mid-line: the last value (0.7, maybe 0.75 cut short) is not trusted
     r = _parse_text(tmp_path, text)
     assert r.skipped_lines == 1
-    assert [(s["step"], s.get("step_s"), s["gen_s"]) for s in r.steps] == [(1, 5.0, 2.0), (2, None, 2.1), (3, 5.1, 2.2)]
+    assert [(s["step"], s.get("step_s"), s["gen_s"]) for s in r.steps] == [
+        (1, 5.0, 2.0),
+        (2, None, 2.1),
+        (3, 5.1, 2.2),
+    ]
     assert "compute_s" not in r.steps[2]
     assert "2 key:value pair(s) could not be read as numbers" in r.warnings
     assert "1 step line(s)/record(s) skipped: malformed" in r.warnings
@@ -393,7 +420,7 @@ def test_empty_or_missing_dir_warns(tmp_path):
 def test_ingest_cli_writes_native_run_dir(tmp_path, opd_results):
     import pandas as pd
 
-    from bench.trace import read_gpu, read_manifest, read_steps, RunPaths
+    from bench.trace import RunPaths, read_gpu, read_manifest, read_steps
     from runners.ingest import main
 
     out = tmp_path / "opd-verl"
@@ -407,7 +434,12 @@ def test_ingest_cli_writes_native_run_dir(tmp_path, opd_results):
     assert rc == 0
     paths = RunPaths(out)
     m = read_manifest(paths)
-    assert (m["mode"], m["status"], m["framework_version"], m["wall_s"]) == ("native", "completed", "0.9.1", 229.0)
+    assert (m["mode"], m["status"], m["framework_version"], m["wall_s"]) == (
+        "native",
+        "completed",
+        "0.9.1",
+        229.0,
+    )
     steps = read_steps(paths.steps)
     assert len(steps) == 15 and steps.samples.sum() == 1920
     gpu = read_gpu(paths.gpu)

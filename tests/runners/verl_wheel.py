@@ -25,7 +25,17 @@ def verl_config_root(version: str) -> Path:
     wheel = wheels / f"verl-{version}-py3-none-any.whl"
     if not wheel.exists():
         wheels.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "pip", "download", f"verl=={version}", "--no-deps", "-d", str(wheels), "-q"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            f"verl=={version}",
+            "--no-deps",
+            "-d",
+            str(wheels),
+            "-q",
+        ]
         subprocess.run(cmd, check=True, timeout=600)
     tmp = root.with_name(root.name + ".tmp")
     with zipfile.ZipFile(wheel) as z:
