@@ -15,7 +15,9 @@ requeues the same callable on the same run directory (resume = rerun into the sa
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -39,8 +41,12 @@ def slurm_fields() -> dict[str, Any]:
     gpn = env.get("SLURM_GPUS_PER_NODE", "")
     gpus_per_node = int(gpn.rsplit(":", 1)[-1]) if gpn.rsplit(":", 1)[-1].isdigit() else None
     array_task = env.get("SLURM_ARRAY_TASK_ID")
+    # An array member's own SLURM_JOB_ID is a fresh number; '<array>_<index>' is what squeue and
+    # scancel accept and what submitit recorded at submission, so keep that as the job id.
+    job_id = f"{env['SLURM_ARRAY_JOB_ID']}_{array_task}" if array_task is not None else env["SLURM_JOB_ID"]
     return {
-        "slurm_job_id": env["SLURM_JOB_ID"],
+        "slurm_job_id": job_id,
+        "slurm_job_id_raw": env["SLURM_JOB_ID"],
         "array_job_id": env.get("SLURM_ARRAY_JOB_ID"),
         "array_index": int(array_task) if array_task is not None else None,
         "node_list": env.get("SLURM_JOB_NODELIST"),
@@ -76,28 +82,24 @@ class BenchJob(submitit.helpers.Checkpointable):
         from bench.config import compose
 
         cfg = compose(mine["overrides"])
-        ok, reason = True, None
+        ok, reason, extra = True, None, {}
         try:
             if cfg.mode == "native":
                 ok, reason = run_native(cfg, paths)
             else:
                 rundir.update(paths, emulator_started_at=rundir.now_iso())
-                from bench.emulator.run import emulate
-
-                emulate(cfg, paths.root)
+                extra = run_emulator(cfg, paths)
         except Exception as e:  # the run fails; the job (and the other jobs) do not
             ok, reason = False, f"{type(e).__name__}: {e}"
             (paths.logs / "job-error.txt").write_text(traceback.format_exc())
-        return self._finish(paths, mine, ok, reason)
+        return self._finish(paths, ok, reason, extra)
 
-    def _finish(self, paths: RunPaths, mine: dict, ok: bool, reason: str | None) -> str:
-        # The emulator writes its own manifest.json; keep its keys, restore the dispatch record.
+    def _finish(self, paths: RunPaths, ok: bool, reason: str | None, extra: dict[str, Any]) -> str:
         current = read_manifest(paths)
-        merged = {**mine, **current, "dispatch": {**mine["dispatch"], **current.get("dispatch", {})}}
         if current.get("status") in ("failed", "partial") and current.get("dispatch", {}).get("exit_state"):
             return current["status"]  # already marked by `bench status` (cancelled under us)
         status = final_status(_steps_traced(paths), ok)
-        merged["status"] = status
+        merged = {**extra, **current, "status": status}
         merged["dispatch"].update(
             state="COMPLETED" if ok else "FAILED",
             ended_at=rundir.now_iso(),
@@ -109,7 +111,7 @@ class BenchJob(submitit.helpers.Checkpointable):
             from bench.metrics import write_metrics
 
             try:
-                write_metrics(paths.root)  # again: metrics.json carries the final status
+                write_metrics(paths.root)  # metrics.json carries the final status and the dispatch facts
             except Exception as e:
                 (paths.logs / "metrics-error.txt").write_text(f"{type(e).__name__}: {e}\n")
         return status
@@ -135,6 +137,25 @@ class BenchJob(submitit.helpers.Checkpointable):
         n = read_manifest(paths).get("dispatch", {}).get("requeues", 0) + 1
         rundir.update(paths, state="REQUEUED", requeues=n, reason=f"requeued ({n}) after timeout/preemption")
         return submitit.helpers.DelayedSubmission(self, run_dir)
+
+
+def run_emulator(cfg: Any, paths: RunPaths) -> dict[str, Any]:
+    """Emulate into a staging folder, move the trace in, return the emulator's own manifest keys.
+
+    Staging keeps manifest.json this job's alone while the emulator runs: its manifest (status
+    "completed" before this job has finished) must never be what `bench status` reads.
+    """
+    from bench.emulator.run import emulate
+
+    staging = paths.root / ".emulator"
+    shutil.rmtree(staging, ignore_errors=True)  # a requeued attempt starts clean
+    emulate(cfg, staging)
+    for f in sorted((staging / "trace").glob("*.parquet")):
+        os.replace(f, paths.trace / f.name)
+    emulated = json.loads((staging / "manifest.json").read_text())
+    shutil.rmtree(staging)
+    own = set(read_manifest(paths)) | {"config"}  # identity, config (redacted) and dispatch stay ours
+    return {k: v for k, v in emulated.items() if k not in own}
 
 
 def run_native(cfg: Any, paths: RunPaths) -> tuple[bool, str | None]:

@@ -107,14 +107,21 @@ def plan(overrides: list[str], multirun: bool) -> list[JobPlan]:
     return plans
 
 
-def prepare(p: JobPlan) -> RunPaths:
-    """Allocate the run directory; write manifest.json, config.resolved.yaml and launch/."""
+def prepare(p: JobPlan, dry_run: bool = False) -> RunPaths:
+    """Allocate the run directory; write manifest.json, config.resolved.yaml and launch/.
+
+    A dry run writes the same files under results/<experiment>/dry-run/, where reports and
+    `bench status` (which read results/<experiment>/<run_id>/) never mistake it for a run.
+    """
     from omegaconf import OmegaConf
 
     cfg = p.cfg
-    p.paths = rundir.allocate(REPO / cfg.results_dir, cfg.experiment.name, p.framework, p.point)
+    where = f"{cfg.experiment.name}/dry-run" if dry_run else cfg.experiment.name
+    p.paths = rundir.allocate(REPO / cfg.results_dir, where, p.framework, p.point)
     manifest = rundir.initial_manifest(cfg, p.paths, p.point, p.overrides)
     manifest["dispatch"].update(nodes=p.nodes, gpus_per_node=p.gpus_per_node, gpus=p.nodes * p.gpus_per_node)
+    if dry_run:
+        manifest["dispatch"]["state"] = "DRY_RUN"
     from bench.trace import write_manifest
 
     write_manifest(p.paths, manifest)
@@ -136,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--wait", action="store_true", help="wait for every job, with a live table")
     ap.add_argument("--timeout", type=float, default=None, help="seconds to wait at most (--wait)")
-    args = ap.parse_args(argv)
+    args = ap.parse_intermixed_args(argv)  # overrides may come after the flags
     try:
         plans = plan(args.overrides, args.multirun)
     except Exception as e:  # Hydra composition errors name the key and the file

@@ -163,6 +163,8 @@ def wait(runs: list[RunPaths], timeout_s: float | None = None, poll_s: float = 1
     from rich.live import Live
 
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=220)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     rows = [(p, reconcile(p)) for p in runs]
     with Live(table(rows, "jobs"), console=console, refresh_per_second=2, transient=False) as live:
@@ -197,5 +199,8 @@ def status_main(argv: list[str] | None = None) -> int:
         return 1
     from rich.console import Console
 
-    Console().print(table([(p, reconcile(p)) for p in runs], f"{exp.name}: {len(runs)} runs"))
+    console = Console()
+    if not console.is_terminal:  # a pipe or a log file: do not squeeze the table into 80 columns
+        console = Console(width=220)
+    console.print(table([(p, reconcile(p)) for p in runs], f"{exp.name}: {len(runs)} runs"))
     return 0

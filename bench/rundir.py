@@ -27,7 +27,7 @@ def now_iso() -> str:
 
 def slug(text: str) -> str:
     """Filesystem-safe, readable form of an override value or key."""
-    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-")[:60]
+    return re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-")[:60]
 
 
 def point_slug(point: dict[str, str]) -> str:

@@ -23,9 +23,18 @@ from bench.job import BenchJob
 from bench.trace import RunPaths
 
 
-def sbatch_params(cfg: Any, nodes: int, job_name: str) -> dict[str, Any]:
-    """submitit SlurmExecutor parameters of one job (sorted into #SBATCH lines by submitit)."""
+def sbatch_params(cfg: Any, nodes: int, job_name: str, folder: Path | str) -> dict[str, Any]:
+    """submitit SlurmExecutor parameters of one job (sorted into #SBATCH lines by submitit).
+
+    The last setup line `exec`s the job's Python in place of the batch shell: the job runs in the
+    batch step (no srun around it, so its own srun steps get the nodes), and `--signal=B:USR2@N`
+    (a time limit coming) and `scancel --batch --signal=USR2` then reach submitit's checkpoint
+    handler instead of killing a bash that does not forward signals. Job arrays too: submitit's
+    array path drops the executor's `python`, the exec line does not.
+    """
     c = cfg.cluster
+    delay_s = min(90, int(c.time_min) * 60 // 4)
+    submitit_cmd = f"{python_command(cfg)} -u -m submitit.core._submit {shlex.quote(str(folder))}"
     gres = f"{c.gpu_type}:{c.gpus_per_node}" if c.gpu_type else c.gpus_per_node
     params: dict[str, Any] = {
         "job_name": job_name,
@@ -35,10 +44,12 @@ def sbatch_params(cfg: Any, nodes: int, job_name: str) -> dict[str, Any]:
         "time": int(c.time_min),
         "use_srun": False,  # the job places its own srun steps per role
         "stderr_to_stdout": True,
-        "setup": list(c.setup),
+        "setup": [*c.setup, "# the batch shell becomes the job (signals reach it; see bench/submit.py)",
+                  "export SUBMITIT_EXECUTOR=slurm", f"exec {submitit_cmd}"],
         # Timeouts: USR2 this many seconds before the limit -> BenchJob.checkpoint -> requeue
-        "signal_delay_s": min(90, int(c.time_min) * 60 // 4),
-    }
+        "signal_delay_s": delay_s,
+        "additional_parameters": {"signal": f"B:USR2@{delay_s}"},
+    }  # fmt: skip
     for key in ("partition", "account", "qos", "constraint"):
         if getattr(c, key):
             params[key] = getattr(c, key)
@@ -51,7 +62,7 @@ def sbatch_params(cfg: Any, nodes: int, job_name: str) -> dict[str, Any]:
         extra = {"container-image": image}
         if c.container.mounts:
             extra["container-mounts"] = ",".join(c.container.mounts)
-        params["additional_parameters"] = extra
+        params["additional_parameters"].update(extra)
     return params
 
 
@@ -66,15 +77,15 @@ def python_command(cfg: Any) -> str:
 
 
 def _group_key(p: Any) -> tuple:
-    params = sbatch_params(p.cfg, p.nodes, "")
-    return (repr(sorted(params.items())), python_command(p.cfg), p.cfg.cluster.name)
+    params = sbatch_params(p.cfg, p.nodes, "", "")
+    return (repr(sorted(params.items())), p.cfg.cluster.name, p.cfg.results_dir, p.cfg.experiment.name)
 
 
 def submit(plans: list[Any], dry_run: bool = False) -> list[RunPaths]:
     """Prepare every run directory, then submit (or, dry, only write launch/submit.sbatch)."""
     from bench.launch import prepare, slurm_env
 
-    runs = [prepare(p) for p in plans]
+    runs = [prepare(p, dry_run) for p in plans]
     for _, group_iter in groupby(sorted(plans, key=_group_key), key=_group_key):
         group = list(group_iter)
         cfg = group[0].cfg
@@ -97,7 +108,7 @@ def submit(plans: list[Any], dry_run: bool = False) -> list[RunPaths]:
 def _write_sbatch(group: list[Any], folder: Path | None) -> None:
     """launch/submit.sbatch: the batch script submitit submits for this job (arrays: per member)."""
     cfg = group[0].cfg
-    params = sbatch_params(cfg, group[0].nodes, f"bench-{cfg.experiment.name}")
+    params = sbatch_params(cfg, group[0].nodes, f"bench-{cfg.experiment.name}", folder or ".")
     command = f"{python_command(cfg)} -u -m submitit.core._submit {shlex.quote(str(folder or '.'))}"
     text = _make_sbatch_string(
         command=command,
@@ -112,7 +123,7 @@ def _write_sbatch(group: list[Any], folder: Path | None) -> None:
 def _submit_slurm(group: list[Any], folder: Path) -> None:
     cfg = group[0].cfg
     ex = submitit.SlurmExecutor(folder=folder, python=python_command(cfg))
-    ex.update_parameters(**sbatch_params(cfg, group[0].nodes, f"bench-{cfg.experiment.name}"))
+    ex.update_parameters(**sbatch_params(cfg, group[0].nodes, f"bench-{cfg.experiment.name}", folder))
     submitted_at = rundir.now_iso()
     with ex.batch():
         jobs = [ex.submit(BenchJob(), str(p.paths.root)) for p in group]

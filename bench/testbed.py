@@ -109,7 +109,7 @@ SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort={CTLD_PORT}
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket={tb.munge_socket}
+AuthInfo=socket={tb.munge_socket},cred_expire=10
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation={r}/state
@@ -133,6 +133,7 @@ SchedulerType=sched/builtin
 ReturnToService=2
 MinJobAge=600
 KillWait=3
+# requeued jobs wait cred_expire (AuthInfo above, default 120 s) before they may start again
 InactiveLimit=0
 SlurmctldTimeout=30
 SlurmdTimeout=30
@@ -142,8 +143,12 @@ PartitionName={tb.partition} Nodes=n[1-{tb.nodes}] Default=YES MaxTime=INFINITE 
 """
 
 
-def write_config(tb: Testbed) -> None:
-    """Write slurm.conf, gres.conf, the munge key and the placeholder GPU device files."""
+def write_config(tb: Testbed) -> bool:
+    """Write slurm.conf, gres.conf, the munge key and the placeholder GPU device files.
+
+    Returns True when slurm.conf or gres.conf changed (running daemons then need a restart).
+    """
+    before = _conf_text(tb)
     for d in ("etc", "state", "run", "log", "munge", "dev", *[f"spool/{n}" for n in tb.node_names]):
         (tb.root / d).mkdir(parents=True, exist_ok=True)
     os.chmod(tb.root / "munge", 0o700)
@@ -160,6 +165,11 @@ def write_config(tb: Testbed) -> None:
     if not key.exists():
         key.write_bytes(os.urandom(1024))
         os.chmod(key, 0o400)
+    return _conf_text(tb) != before
+
+
+def _conf_text(tb: Testbed) -> str:
+    return "".join(p.read_text() for p in (tb.slurm_conf, tb.root / "etc" / "gres.conf") if p.exists())
 
 
 def _alive(pid: int) -> bool:
@@ -221,7 +231,8 @@ def up(tb: Testbed | None = None, timeout_s: float = 60.0) -> Testbed:
     """Start (or keep) munged, slurmctld and one slurmd per node; return once all nodes are usable."""
     tb = tb or from_config()
     ensure_installed()
-    write_config(tb)
+    if write_config(tb) and any(_alive(p) for p in _read_pids(tb).values()):
+        down(tb)  # the configuration changed under running daemons: restart them on the new one
     pids = _read_pids(tb)
     munge = tb.munge_socket
     _start(
