@@ -74,6 +74,28 @@ SEMANTICS: list[tuple[str, str, str, str, str]] = [
     ("local metrics", "trainer.logger + VERL_FILE_LOGGER_PATH", "-", "[console, wandb]",
      "[console,file,wandb] with WANDB_MODE=offline; the file logger JSONL goes to {run_dir}/logs/. It is "
      "opened 'wb' (truncated on restart), hence trainer.resume_mode=disable."),
+    # parse side: verl's logged keys -> trace columns (runners/verl_logs.py)
+    ("trace.step_s", "timing_s/step", "seconds", "-", "Whole trainer step as verl times it."),
+    ("trace.wait_s", "timing_s/gen", "seconds", "-",
+     "Per mode: sync/colocate_async = generation on the trainer's own GPUs (counted as the trainer "
+     "waiting for data); separate_async/fully_async = waiting for the rollout pool; one_step_off = "
+     "waiting for the previous async generation (its generation time is timing_s/generate_async)."),
+    ("trace.gen_s", "timing_s/gen | timing_s/generate_async", "seconds", "-",
+     "Null for separate_async and fully_async (generation runs on other GPUs, untimed per step)."),
+    ("trace.logprob_s", "timing_s/old_log_prob + ref + values", "seconds", "-", ""),
+    ("trace.compute_s", "timing_s/update_actor + update_critic", "seconds", "-", "Forward + backward + optimizer."),
+    ("trace.sync_s", "timing_s/update_weights | sync_rollout_weights | timing_s/timing_s/param_sync", "seconds", "-",
+     "Per mode (V1 | one_step_off | fully_async, whose key is double-prefixed)."),
+    ("trace.samples", "perf/total_num_tokens / (prompt_length/mean + response_length/mean)", "samples", "-",
+     "verl logs no sample count; V1 may include DP padding rows in total_num_tokens."),
+    ("trace.prompts", "samples / actor_rollout_ref.rollout.n", "prompts", "-", "n from the dumped config; null without it."),
+    ("trace.discarded_samples", "training/off_policy/evicted_samples + rollout_failure/evicted_samples", "samples", "-",
+     "verl counts prompt GROUPS; multiplied by rollout.n. fully_async: fully_async/count/dropped_stale_samples."),
+    ("trace.filtered_samples", "training/filter_groups/evicted_samples", "samples", "-", "Groups x rollout.n."),
+    ("trace.staleness_mean/max", "training/off_policy/trajectory_staleness/{mean,max}", "policy versions", "-", "V1 only."),
+    ("trace.reward_mean", "critic/score/mean", "1", "-", "Task score before any KL penalty."),
+    ("trace.native_mfu", "perf/mfu/actor", "fraction", "-",
+     "Actor update only, trainer GPUs only, verl's own FLOPs model and peak table (0 for unknown GPUs)."),
 ]  # fmt: skip
 
 # Accepted log formats per verl version: what runners/verl_logs.py reads (detected by content).
