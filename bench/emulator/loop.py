@@ -1,37 +1,37 @@
-"""The event loop: groups of rollouts flow generator -> environment -> queue -> trainer -> weight sync.
+"""The queue: groups of rollouts flow generator -> environment -> queue -> trainer -> weight sync.
 
-Only what the queue needs is an event: a rollout joining an engine's decode batch, an engine's next
-completion, the trainer finishing compute and weight sync. Everything independent is drawn up front
-in numpy (bench/emulator/draws.py).
+Events are only what the queue needs: a group starting to decode and finishing (generator.Pool),
+the trainer finishing compute, and the weight sync landing. Everything independent is drawn up front
+in numpy (draws.py). A Schedule (policies/) decides when groups are dispatched, what happens to
+in-flight rollouts when a batch fills, and the staleness bound.
 
-Generator: `engines` engines, each holding up to `concurrency` rollouts (KV capacity / sequence
-length, capped). A rollout first spends its environment time and prefill as a pure delay, then joins
-the engine's continuous batch, whose sequences all advance at the per-sequence decode rate of the
-current batch size (egalitarian processor sharing). A virtual clock V per engine, dV/dt = rate(B),
-makes that O(log n) per event: a sequence joining at V0 with w tokens finishes when V = V0 + w.
-
-Trainer: a step starts when its batch has filled and the previous step's sync is done; it runs the
-log-prob passes and forward/backward/optimizer, then pushes weights, which pauses the engines.
+Rollout state lives in per-rollout numpy columns (a rollout's id is its index; group g holds rollouts
+g*G .. g*G+G-1). A partial rollout aborted when a batch fills leaves a `resumed` row in a history
+table, and its own row restarts when it resumes; so its last row is always its final state.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from bench.emulator.costmodel import EngineModel, TrainerModel, rate_table
 from bench.emulator.draws import Draws
+from bench.emulator.generator import Pool
 from bench.emulator.policies import Schedule
 
-# segment status codes (trace names in STATUS_NAMES)
+# rollout status codes; STATUS_NAMES maps them to the trace's names (still in flight at the end: aborted)
 RUNNING, PENDING, USED, DISCARDED, ABORTED, FILTERED, RESUMED = range(7)
 STATUS_NAMES = ("aborted", "aborted", "used", "discarded", "aborted", "filtered", "resumed")
-JOIN, ENGINE, COMPUTE_DONE, SYNC_DONE = range(4)
+COMPUTE_DONE, SYNC_DONE = range(2)
 CHUNK_GROUPS = 256
+DONE = 1e-6  # tokens: a rollout with fewer left has finished
+STATIC = ("prompt_tokens", "response_tokens", "tool_tokens", "turns", "env_s", "reward")
+TRACE = ("status", "step", "v_start", "v_end", "t_dispatch", "t_finish", "tokens")
 
 
 @dataclass
@@ -57,19 +57,45 @@ class StepRow:
 
 @dataclass
 class Result:
-    """Everything the trace writer needs; arrays are per segment or per root rollout."""
+    """What the trace writer needs. `seg`: one row per rollout segment (history rows first, then
+    every dispatched rollout's final row), with its `root` rollout id; `root`: static draws."""
 
     steps: list[StepRow]
     wall_s: float
-    seg: dict[
-        str, np.ndarray
-    ]  # per segment: root, status, step, v_start, v_end, t_dispatch, t_finish, tokens
-    root: dict[str, np.ndarray]  # per root rollout: group, prompt_tokens, tool_tokens, turns, env_s, reward
+    seg: dict[str, np.ndarray]
+    root: dict[str, np.ndarray]
     generator_busy_s: float
     events: int
     engines: int
     concurrency: int
-    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Grow:
+    """Equal-length numpy columns that double when full."""
+
+    def __init__(self, **dtypes: Any):
+        self.n, self.cap = 0, 4096
+        self.cols = {k: np.zeros(self.cap, dtype=d) for k, d in dtypes.items()}
+
+    def add(self, k: int) -> slice:
+        if self.n + k > self.cap:
+            while self.n + k > self.cap:
+                self.cap *= 2
+            for name, a in self.cols.items():
+                b = np.zeros(self.cap, dtype=a.dtype)
+                b[: self.n] = a[: self.n]
+                self.cols[name] = b
+        sl = slice(self.n, self.n + k)
+        self.n += k
+        return sl
+
+    def view(self) -> dict[str, np.ndarray]:
+        return {k: a[: self.n] for k, a in self.cols.items()}
+
+
+def _trace_cols() -> dict[str, Any]:
+    return {"status": np.int8, "step": np.int64, "v_start": np.int64, "v_end": np.int64,
+            "t_dispatch": np.float64, "t_finish": np.float64, "tokens": np.float64}  # fmt: skip
 
 
 class Loop:
@@ -89,289 +115,195 @@ class Loop:
         if engines < 1:
             raise ValueError(f"experiment.generator_gpus gives {engines} engines; expected at least 1")
         self.s, self.em, self.tm, self.draws = sched, engine, trainer, draws
-        self.n_eng, self.cap_conf, self.R, self.steps = engines, max_concurrency, prompts_per_step, steps
-        self.G = draws.group_size
-        self.heap: list = []
-        self.seq = 0
-        self.t = 0.0
-        self.version = 0
-        # engines
-        self.e_V = [0.0] * engines
-        self.e_t = [0.0] * engines
-        self.e_B = [0] * engines
-        self.e_act = [0] * engines
-        self.e_heap: list[list] = [[] for _ in range(engines)]
-        self.e_epoch = [0] * engines
-        self.waiting: deque[int] = deque()
-        self.inflight_rollouts = 0
-        self.busy_since = -1.0
-        self.gen_busy = 0.0
+        self.R, self.steps, self.G = prompts_per_step, steps, draws.group_size
+        self.cap_conf = max(int(max_concurrency), self.G)
+        self.pool = Pool(engines, self.G, [1.0], 1)
         self._set_load(0)
-        # root rollouts (static draws) and groups
-        self.chunks: list = []
-        self.r_work: list[float] = []  # decode tokens left
-        self.r_delay: list[float] = []  # env + prefill of the first segment (s)
-        self.r_ctx: list[int] = []  # prompt + tool tokens (for re-prefill on resume)
-        self.r_seg: list[int] = []  # current segment
-        self.g_left: list[int] = []
+        self.version, self.t, self.heap, self.seq = 0, 0.0, [], 0
+        dyn = {
+            "work": np.float64,
+            "left": np.float64,
+            "delay": np.float64,
+            "ctx": np.float64,
+            "seg_work": np.float64,
+        }
+        stat = {"prompt_tokens": np.int64, "response_tokens": np.int64, "tool_tokens": np.int64,
+                "turns": np.int64, "env_s": np.float64, "reward": np.float64}  # fmt: skip
+        self.roots = Grow(**dyn, **stat, **_trace_cols())
+        self.hist = Grow(root=np.int64, **_trace_cols())
         self.g_vstart: list[int] = []
         self.g_zero: list[bool] = []
         self.g_all: list[bool] = []
         self.g_none: list[bool] = []
-        self.n_groups_drawn = 0
+        self.g_crit: list[int] = []  # rollout that finishes last at the nominal rate
+        self.g_b: list[float] = []  # its mean-field share of the decode batch
         self.next_group = 0
         self.inflight: set[int] = set()
+        self.waiting: deque[tuple[int, Any, Any]] = deque()
         self.resume: deque[int] = deque()
-        # segments
-        self.sg_root: list[int] = []
-        self.sg_status: list[int] = []
-        self.sg_step: list[int] = []
-        self.sg_vstart: list[int] = []
-        self.sg_vend: list[int] = []
-        self.sg_tdisp: list[float] = []
-        self.sg_tfin: list[float] = []
-        self.sg_tok: list[float] = []
-        self.sg_work: list[float] = []
-        self.sg_eng: list[int] = []
-        self.sg_vjoin: list[float] = []
-        # batches and trainer
+        self.resumed: set[int] = set()
         self.filling = 1
         self.batch_groups: dict[int, list[int]] = {1: []}
         self.batch_filtered: dict[int, list[int]] = {1: []}
         self.batch_fill_t: dict[int, float] = {}
-        self.round_dispatched = 0  # last batch whose round was dispatched (round mode)
+        self.round_dispatched = 0
         self.round_t: dict[int, float] = {}
         self.trainer_busy = False
         self.next_step = 1
         self.last_end = 0.0
         self.step_rows: list[StepRow] = []
-        self.pending_step: tuple | None = None
+        self.pending: tuple = ()
         self.done = False
-        self.events = 0
 
-    # --- load shape that drifts with training -------------------------------------------------
+    # --- load shape that drifts with training ---------------------------------------------------
     def _set_load(self, step: int) -> None:
         seq = self.draws.mean_seq_len(step)
         prompt = float(self.draws.w.prompt_len_mean)
         self.cap = self.em.concurrency(self.cap_conf, seq)
-        # indexed by decode batch size; sized to the configured cap so a drifting cap never overflows
-        self.rate = rate_table(self.em, max(self.cap_conf, self.cap), prompt + 0.5 * (seq - prompt))
-
-    # --- engines ------------------------------------------------------------------------------
-    def _advance(self, e: int, t: float) -> None:
-        dt = t - self.e_t[e]
-        if dt > 0:
-            self.e_V[e] += self.rate[self.e_B[e]] * dt if self.e_B[e] else 0.0
-            self.e_t[e] = t
-
-    def _reschedule(self, e: int) -> None:
-        h, st = self.e_heap[e], self.sg_status
-        while h and st[h[0][1]] != RUNNING:
-            heapq.heappop(h)
-        self.e_epoch[e] += 1
-        if h:
-            dv = h[0][0] - self.e_V[e]
-            tn = self.e_t[e] + (dv / self.rate[self.e_B[e]] if dv > 0 else 0.0)
-            self.seq += 1
-            heapq.heappush(self.heap, (tn, self.seq, ENGINE, e, self.e_epoch[e]))
-
-    def _pause(self, until: float) -> None:
-        """Engines decode nothing until `until` (weight load, or trainer using colocated GPUs)."""
-        for e in range(self.n_eng):
-            self._advance(e, self.t)
-            if self.e_t[e] < until:
-                self.e_t[e] = until
-            self._reschedule(e)
-
-    def _slot_taken(self, t: float) -> None:
-        if self.inflight_rollouts == 0:
-            self.busy_since = t
-        self.inflight_rollouts += 1
-
-    def _slot_freed(self, t: float) -> None:
-        self.inflight_rollouts -= 1
-        if self.inflight_rollouts == 0:
-            self.gen_busy += t - self.busy_since
-
-    def _start(self, sg: int, delay: float, t: float) -> bool:
-        act = self.e_act
-        e = min(range(self.n_eng), key=act.__getitem__)  # least-loaded engine, like a router
-        if act[e] >= self.cap:
-            return False
-        act[e] += 1
-        self.sg_eng[sg] = e
-        self._slot_taken(t)
-        self.seq += 1
-        heapq.heappush(self.heap, (t + delay, self.seq, JOIN, sg, 0))
-        return True
-
-    def _launch(self, sg: int, delay: float, t: float) -> None:
-        if self.waiting or not self._start(sg, delay, t):
-            self.waiting.append((sg, delay))
-
-    def _drain_waiting(self, t: float) -> None:
-        w = self.waiting
-        while w:
-            sg, delay = w[0]
-            if self.sg_status[sg] != RUNNING:
-                w.popleft()
-                continue
-            if not self._start(sg, delay, t):
-                return
-            w.popleft()
+        self.pool.limit = max(1, self.cap // self.G)
+        self.pool.rate = rate_table(self.em, self.cap_conf, prompt + 0.5 * (seq - prompt))
 
     # --- groups ---------------------------------------------------------------------------------
     def _draw_more(self) -> None:
         c = self.draws.chunk(CHUNK_GROUPS, self.next_step - 1)
-        self.chunks.append(c)
-        ctx = c.prompt_tokens + c.tool_tokens
+        sl = self.roots.add(CHUNK_GROUPS * self.G)
+        r = self.roots.cols
+        for k in STATIC:
+            r[k][sl] = getattr(c, k)
+        ctx = (c.prompt_tokens + c.tool_tokens).astype(np.float64)
         delay = c.env_s + self.em.prefill_s(ctx)
-        self.r_work += c.response_tokens.astype(np.float64).tolist()
-        self.r_delay += delay.tolist()
-        self.r_ctx += ctx.tolist()
-        self.r_seg += [-1] * len(ctx)
-        self.g_left += [0] * CHUNK_GROUPS
+        work = c.response_tokens.astype(np.float64)
+        r["work"][sl] = r["left"][sl] = r["seg_work"][sl] = work
+        r["delay"][sl], r["ctx"][sl] = delay, ctx
+        r["step"][sl] = r["v_end"][sl] = -1
+        r["t_finish"][sl] = np.nan
+        nominal = self.pool.rate[min(self.cap, len(self.pool.rate) - 1)]
+        finish = (delay + work / nominal).reshape(CHUNK_GROUPS, self.G)
+        crit = finish.argmax(axis=1)
+        w = work.reshape(CHUNK_GROUPS, self.G)
+        self.g_crit += crit.tolist()
+        self.g_b += (w.sum(axis=1) / w[np.arange(CHUNK_GROUPS), crit]).tolist()
         self.g_vstart += [0] * CHUNK_GROUPS
         self.g_zero += c.zero_adv.tolist()
         self.g_all += c.solve_all.tolist()
         self.g_none += c.solve_none.tolist()
-        self.n_groups_drawn += CHUNK_GROUPS
 
-    def _new_segment(self, root: int, t: float, work: float) -> int:
-        sg = len(self.sg_root)
-        self.sg_root.append(root)
-        self.sg_status.append(RUNNING)
-        self.sg_step.append(-1)
-        self.sg_vstart.append(self.version)
-        self.sg_vend.append(-1)
-        self.sg_tdisp.append(t)
-        self.sg_tfin.append(np.nan)
-        self.sg_tok.append(0.0)
-        self.sg_work.append(work)
-        self.sg_eng.append(-1)
-        self.sg_vjoin.append(-1.0)
-        self.r_seg[root] = sg
-        return sg
+    def _rows(self, g: int) -> slice:
+        return slice(g * self.G, (g + 1) * self.G)
 
     def _dispatch_group(self, t: float) -> None:
-        if self.next_group >= self.n_groups_drawn:
-            self._draw_more()
         g = self.next_group
+        if (g + 1) * self.G > self.roots.n:
+            self._draw_more()
         self.next_group += 1
-        self.g_left[g] = self.G
         self.g_vstart[g] = self.version
-        self.inflight.add(g)
-        for root in range(g * self.G, (g + 1) * self.G):
-            sg = self._new_segment(root, t, self.r_work[root])
-            self._launch(sg, self.r_delay[root], t)
+        rows, r = self._rows(g), self.roots.cols
+        r["t_dispatch"][rows] = t
+        r["v_start"][rows] = self.version
+        self._place(g, r["work"][rows], r["delay"][rows], t, (self.g_crit[g], self.g_b[g]))
 
     def _resume_group(self, g: int, t: float) -> None:
         """Restart a group's aborted rollouts with their remaining tokens (re-prefill the context)."""
+        rows, r = self._rows(g), self.roots.cols
+        again = r["status"][rows] == RESUMED
+        left, work = r["left"][rows], r["work"][rows]
+        done = work - left
+        # the engine dropped the KV cache: re-prefill prompt + tokens so far; an episode aborted
+        # before its decode began restarts its environment time as well
+        delay = np.where(again, self.em.prefill_s(r["ctx"][rows] + done), 0.0)
+        delay += np.where(again & (done <= 0), r["delay"][rows], 0.0)
+        seg_work = np.where(again, left, 0.0)
+        idx = np.arange(rows.start, rows.stop)[again]
+        r["status"][idx], r["t_dispatch"][idx], r["t_finish"][idx] = RUNNING, t, np.nan
+        r["seg_work"][idx], r["tokens"][idx], r["v_end"][idx] = left[again], 0.0, -1
+        self.resumed.add(g)
+        self._place(g, seg_work, delay, t, None)
+
+    def _place(self, g: int, work: np.ndarray, delay: np.ndarray, t: float, crit: Any) -> None:
         self.inflight.add(g)
-        for root in range(g * self.G, (g + 1) * self.G):
-            old = self.r_seg[root]
-            if self.sg_status[old] != RESUMED:
-                continue
-            done = self.r_work[root] - self.r_work_left[root]
-            sg = self._new_segment(root, t, self.r_work_left[root])
-            self.sg_vstart[sg] = self.sg_vstart[old]
-            # the engine dropped the KV cache: re-prefill prompt + tokens so far; an episode aborted
-            # before its decode began restarts its environment time as well
-            delay = float(self.em.prefill_s(self.r_ctx[root] + done)) + (
-                self.r_delay[root] if done <= 0 else 0.0
-            )
-            self._launch(sg, delay, t)
+        if self.waiting or not self.pool.place(g, work, delay, t, crit):
+            self.waiting.append((g, (work, delay), crit))
 
-    def _group_segments(self, g: int) -> list[int]:
-        return [self.r_seg[r] for r in range(g * self.G, (g + 1) * self.G)]
+    def _drain_waiting(self, t: float) -> None:
+        while self.waiting:
+            g, (work, delay), crit = self.waiting[0]
+            if g in self.inflight and not self.pool.place(g, work, delay, t, crit):
+                return
+            self.waiting.popleft()
 
-    def _set_group_status(self, g: int, status: int, t: float) -> None:
-        st = self.sg_status
-        for sg in self._group_segments(g):
-            if st[sg] in (RUNNING, PENDING):
-                st[sg] = status
+    def _set_status(self, g: int, status: int, only: tuple[int, ...] = (RUNNING, PENDING)) -> None:
+        view = self.roots.cols["status"][self._rows(g)]
+        mask = view == only[0]
+        for o in only[1:]:
+            mask |= view == o
+        view[mask] = status
 
     # --- dispatch rules -------------------------------------------------------------------------
     def _may_generate(self, batch: int) -> bool:
         if self.s.colocated and self.trainer_busy:
             return False
-        return self.version >= batch - 1 - self.s.lag
-
-    def _top_up(self, t: float) -> None:
-        """Refill mode: keep `inflight_groups` groups in flight while the lag allows."""
-        if not self._may_generate(self.filling):
-            return
-        while len(self.inflight) < self.s.inflight_groups:
-            self._next_group(t)
+        return batch <= self.steps and self.version >= batch - 1 - self.s.lag
 
     def _next_group(self, t: float) -> None:
         """Dispatch one group: a buffered partial group first (unless too stale), else a fresh one."""
-        b = self.filling
         while self.resume:
             g = self.resume.popleft()
-            if (b - 1) - self.g_vstart[g] > self.s.staleness_bound:
-                self._set_group_status(g, DISCARDED, t)
-                self._close_resumed(g, DISCARDED)
+            if (self.filling - 1) - self.g_vstart[g] > self.s.staleness_bound:
+                self._set_status(g, DISCARDED, (PENDING, RESUMED))
                 continue
             self._resume_group(g, t)
             return
         self._dispatch_group(t)
 
-    def _dispatch_round(self, t: float) -> None:
-        """Round mode: dispatch the round of the batch being filled, resumed groups first."""
-        b = self.filling
-        if self.round_dispatched >= b or b > self.steps or not self._may_generate(b):
-            return
-        self.round_dispatched = b
-        self.round_t[b] = t
-        for _ in range(self.s.inflight_groups):
-            self._next_group(t)
-
-    def _close_resumed(self, g: int, status: int) -> None:
-        # an aborted group that will never resume: its buffered rollouts end with `status`
-        for sg in self._group_segments(g):
-            if self.sg_status[sg] == RESUMED:
-                self.sg_status[sg] = status
-
     def _generate(self, t: float) -> None:
-        if self.s.refill:
-            self._top_up(t)
-        else:
-            self._dispatch_round(t)
+        b = self.filling
+        if not self._may_generate(b):
+            return
+        if self.s.refill:  # keep `inflight_groups` in flight
+            while len(self.inflight) < self.s.inflight_groups:
+                self._next_group(t)
+        elif self.round_dispatched < b:  # one round per batch
+            self.round_dispatched = b
+            self.round_t[b] = t
+            for _ in range(self.s.inflight_groups):
+                self._next_group(t)
 
     # --- completions ----------------------------------------------------------------------------
-    def _finish_segment(self, sg: int, t: float) -> None:
-        self.sg_status[sg] = PENDING
-        self.sg_tfin[sg] = t
-        self.sg_vend[sg] = self.version
-        self.sg_tok[sg] = self.sg_work[sg]
-        g = self.sg_root[sg] // self.G
-        self.g_left[g] -= 1
-        if self.g_left[g] == 0:
-            self._group_done(g, t)
+    def _complete(self, g: int, fin: np.ndarray, t: float) -> None:
+        """Group g finished on its engine at t; `fin`: each rollout's finish time (s)."""
+        rows, r = self._rows(g), self.roots.cols
+        if g in self.resumed:  # members that finished before the abort keep their results
+            run = r["status"][rows] == RUNNING
+            idx = np.arange(rows.start, rows.stop)[run]
+            r["t_finish"][idx], r["v_end"][idx], r["status"][idx] = fin[run], self.version, PENDING
+            r["tokens"][idx] = r["seg_work"][idx]
+        else:
+            r["t_finish"][rows], r["v_end"][rows], r["status"][rows] = fin, self.version, PENDING
+            r["tokens"][rows] = r["seg_work"][rows]
+        self._group_done(g, t)
 
     def _group_done(self, g: int, t: float) -> None:
+        if g not in self.inflight:
+            return
         self.inflight.discard(g)
         b, s = self.filling, self.s
-        replace = s.refill
         if (b - 1) - self.g_vstart[g] > s.staleness_bound:
-            self._set_group_status(g, DISCARDED, t)
+            self._set_status(g, DISCARDED)
         elif s.filter_zero_advantage and self.g_zero[g]:
-            self._set_group_status(g, FILTERED, t)
+            self._set_status(g, FILTERED)
             self.batch_filtered[b].append(g)
-            replace = s.backfill
+            if s.backfill and not s.refill and self._may_generate(b):
+                self._next_group(t)  # dynamic sampling: replace the dropped group
         else:
             self.batch_groups[b].append(g)
-        if len(self.batch_groups[b]) + (0 if s.backfill else len(self.batch_filtered[b])) >= self.R:
+        kept = len(self.batch_groups[b]) + (0 if s.backfill else len(self.batch_filtered[b]))
+        if kept >= self.R:
             self._fill(b, t)
-        elif replace and b <= self.steps and self._may_generate(b) and not s.refill:
-            self._dispatch_group(t)
-        elif not s.refill and not self.inflight and b <= self.steps and self.round_dispatched >= b:
-            # round exhausted (staleness drops) before the batch filled: top the round up
-            for _ in range(self.R - len(self.batch_groups[b])):
-                self._dispatch_group(t)
+        elif not s.refill and not self.inflight and self.round_dispatched >= b and b <= self.steps:
+            for _ in range(self.R - kept):  # round exhausted by staleness drops: top it up
+                self._next_group(t)
         if s.refill:
-            self._top_up(t)
+            self._generate(t)
 
     def _fill(self, b: int, t: float) -> None:
         self.batch_fill_t[b] = t
@@ -379,97 +311,63 @@ class Loop:
         self.batch_groups[b + 1] = []
         self.batch_filtered[b + 1] = []
         if self.s.surplus != "carry":
-            self._stop_inflight(t, DISCARDED if self.s.surplus == "cancel" else RESUMED)
+            self._stop_inflight(t, self.s.surplus == "abort")
         self._try_train(t)
         self._generate(t)
 
-    def _stop_inflight(self, t: float, status: int) -> None:
-        """Cancel (discard) or abort (buffer for resume) every rollout of every in-flight group."""
-        touched = set()
+    def _stop_inflight(self, t: float, abort: bool) -> None:
+        """Cancel (discard) or abort (buffer for resume) every in-flight group at t."""
+        done = self.pool.stop_all(t)
+        r = self.roots.cols
         for g in sorted(self.inflight):
-            for sg in self._group_segments(g):
-                st = self.sg_status[sg]
-                if st == PENDING and status == RESUMED:
-                    continue  # finished members of an aborted group keep their result
-                if st not in (RUNNING, PENDING):
-                    continue
-                if st == RUNNING:
-                    e = self.sg_eng[sg]
-                    done = 0.0
-                    if e >= 0:
-                        if self.sg_vjoin[sg] >= 0:
-                            self._advance(e, t)
-                            done = min(self.e_V[e] - self.sg_vjoin[sg], self.sg_work[sg])
-                            self.e_B[e] -= 1
-                        self.e_act[e] -= 1
-                        self._slot_freed(t)
-                        touched.add(e)
-                    self.sg_tok[sg] = max(done, 0.0)
-                    self.sg_tfin[sg] = t
-                    self.sg_vend[sg] = self.version
-                    if status == RESUMED:
-                        self.r_work_left[self.sg_root[sg]] = self.sg_work[sg] - self.sg_tok[sg]
-                self.sg_status[sg] = status
-            if status == RESUMED:
-                self.g_left[g] = sum(
-                    1 for r in range(g * self.G, (g + 1) * self.G) if self.sg_status[self.r_seg[r]] == RESUMED
-                )
-                self.resume.append(g)
+            rows = self._rows(g)
+            run = r["status"][rows] == RUNNING
+            idx = np.arange(rows.start, rows.stop)[run]
+            tok = done.get(g, np.zeros(self.G))[run]
+            r["tokens"][idx], r["t_finish"][idx], r["v_end"][idx] = tok, t, self.version
+            if not abort:
+                self._set_status(g, DISCARDED)
+                continue
+            left = r["seg_work"][idx] - tok
+            r["left"][idx] = left
+            fin = idx[left <= DONE]  # finished just before the abort: keeps its result
+            r["status"][fin] = PENDING
+            cut = idx[left > DONE]
+            h = self.hist.add(len(cut))
+            for k in ("step", "v_start", "v_end", "t_dispatch", "t_finish", "tokens"):
+                self.hist.cols[k][h] = r[k][cut]
+            self.hist.cols["root"][h], self.hist.cols["status"][h] = cut, RESUMED
+            r["status"][cut] = RESUMED
+            self.resume.append(g)
+        self.waiting.clear()
         self.inflight.clear()
-        for e in touched:
-            self._reschedule(e)
-        self._drain_waiting(t)
 
     # --- trainer --------------------------------------------------------------------------------
+    def _push(self, t: float, kind: int, x: int) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, self.seq, kind, x))
+
     def _try_train(self, t: float) -> None:
         b = self.next_step
         if self.trainer_busy or b > self.steps or b not in self.batch_fill_t:
             return
         self.trainer_busy = True
         groups = self.batch_groups[b]
-        roots = [r for g in groups for r in range(g * self.G, (g + 1) * self.G)]
-        for sg in [self.r_seg[r] for r in roots]:
-            self.sg_status[sg] = USED
-            self.sg_step[sg] = b
-        static = self._static(groups)
-        seq = static["prompt"] + static["response"] + static["tool"]
-        logprob_s, compute_s = self.tm.step_times(seq)
-        stale = (b - 1) - np.repeat(np.array([self.g_vstart[g] for g in groups]), self.G)
-        counted = groups + self.batch_filtered[b]
-        self.pending_step = (b, t, logprob_s, compute_s, roots, static, stale, counted)
+        idx = (np.array(groups, dtype=np.int64)[:, None] * self.G + np.arange(self.G)).ravel()
+        r = self.roots.cols
+        r["status"][idx], r["step"][idx] = USED, b
+        prompt, resp = r["prompt_tokens"][idx], r["response_tokens"][idx]
+        logprob_s, compute_s = self.tm.step_times(prompt + resp + r["tool_tokens"][idx])
+        stale = (b - 1) - np.repeat(np.array([self.g_vstart[g] for g in groups], dtype=np.int64), self.G)
+        self.pending = (t, logprob_s, compute_s, prompt, resp, r["reward"][idx], stale)
         end = t + logprob_s + compute_s
         if self.s.colocated:
-            self._pause(end + self.tm.sync_s)
+            self.pool.pause(t, end + self.tm.sync_s)
         self._push(end, COMPUTE_DONE, b)
 
-    def _static(self, groups: list[int]) -> dict[str, np.ndarray]:
-        """Static draws of the rollouts of `groups` (group-contiguous slices of the chunks)."""
-        G, out = self.G, {}
-        for name, attr in (
-            ("prompt", "prompt_tokens"),
-            ("response", "response_tokens"),
-            ("tool", "tool_tokens"),
-            ("reward", "reward"),
-        ):
-            parts = []
-            for g in groups:
-                c, o = divmod(g, CHUNK_GROUPS)
-                parts.append(getattr(self.chunks[c], attr)[o * G : (o + 1) * G])
-            out[name] = np.concatenate(parts) if parts else np.zeros(0)
-        return out
-
-    def _push(self, t: float, kind: int, x: int) -> None:
-        self.seq += 1
-        heapq.heappush(self.heap, (t, self.seq, kind, x, 0))
-
-    def _compute_done(self, b: int, t: float) -> None:
-        if not self.s.colocated:
-            self._pause(t + self.tm.sync_s)
-        self._push(t + self.tm.sync_s, SYNC_DONE, b)
-
     def _sync_done(self, b: int, t: float) -> None:
-        _, t0, logprob_s, compute_s, roots, st, stale, counted = self.pending_step
-        n = len(roots)
+        t0, logprob_s, compute_s, prompt, resp, reward, stale = self.pending
+        n, counted = len(resp), self.batch_groups[b] + self.batch_filtered[b]
         self.step_rows.append(
             StepRow(
                 step=b,
@@ -482,109 +380,72 @@ class Loop:
                 sync_s=self.tm.sync_s,
                 samples=n,
                 prompts=n // self.G,
-                prompt_tokens=int(st["prompt"].sum()),
-                response_tokens=int(st["response"].sum()),
+                prompt_tokens=int(prompt.sum()),
+                response_tokens=int(resp.sum()),
                 staleness_mean=float(stale.mean()) if n else np.nan,
                 staleness_max=float(stale.max()) if n else np.nan,
-                reward_mean=float(st["reward"].mean()) if n else np.nan,
+                reward_mean=float(reward.mean()) if n else np.nan,
                 solve_all_frac=float(np.mean([self.g_all[g] for g in counted])) if counted else np.nan,
                 solve_none_frac=float(np.mean([self.g_none[g] for g in counted])) if counted else np.nan,
             )
         )
-        self.version = b
-        self.trainer_busy = False
-        self.last_end = t
-        self.next_step = b + 1
+        self.version, self.trainer_busy, self.last_end, self.next_step = b, False, t, b + 1
         if b >= self.steps:
             self.done = True
             return
         if self.draws.drift(b) != self.draws.drift(b - 1):
-            for e in range(self.n_eng):
-                self._advance(e, t)
             self._set_load(b)
-            for e in range(self.n_eng):
-                self._reschedule(e)
         self._try_train(t)
         self._generate(t)
         self._drain_waiting(t)
 
     # --- main loop ------------------------------------------------------------------------------
     def run(self) -> Result:
-        """Run until the last step's weight sync; return the trace arrays."""
-        self.r_work_left: dict[int, float] = {}
+        """Run until the last step's weight sync lands; return the trace arrays."""
         self._generate(0.0)
-        heap, pop = self.heap, heapq.heappop
-        st, e_heap, e_epoch = self.sg_status, self.e_heap, self.e_epoch
+        pool, heap = self.pool, self.heap
         events = 0
-        while heap and not self.done:
-            t, _, kind, x, y = pop(heap)
-            self.t = t
+        while not self.done:
+            t_gen = pool.next_time()
             events += 1
-            if kind == JOIN:
-                if st[x] != RUNNING:
-                    continue
-                e = self.sg_eng[x]
-                self._advance(e, t)
-                v = self.e_V[e]
-                self.sg_vjoin[x] = v
-                heapq.heappush(e_heap[e], (v + self.sg_work[x], x))
-                self.e_B[e] += 1
-                self._reschedule(e)
-            elif kind == ENGINE:
-                if y != e_epoch[x]:
-                    continue
-                self._advance(x, t)
-                h = e_heap[x]
-                while h and (st[h[0][1]] != RUNNING or h[0][0] <= self.e_V[x] + 1e-6):
-                    _, sg = heapq.heappop(h)
-                    if st[sg] != RUNNING:
-                        continue
-                    self.e_B[x] -= 1
-                    self.e_act[x] -= 1
-                    self._slot_freed(t)
-                    self._finish_segment(sg, t)
-                self._drain_waiting(t)
-                self._reschedule(x)
-            elif kind == COMPUTE_DONE:
-                self._compute_done(x, t)
+            if heap and heap[0][0] <= t_gen:
+                t, _, kind, b = heapq.heappop(heap)
+                self.t = t
+                if kind == COMPUTE_DONE:
+                    if not self.s.colocated:
+                        pool.pause(t, t + self.tm.sync_s)  # engines stop to load the new weights
+                    self._push(t + self.tm.sync_s, SYNC_DONE, b)
+                else:
+                    self._sync_done(b, t)
+            elif t_gen < np.inf:
+                self.t = t_gen
+                done = pool.step()
+                for g, fin in done:
+                    self._complete(g, fin, t_gen)
+                if done:
+                    self._drain_waiting(t_gen)
             else:
-                self._sync_done(x, t)
-        if not self.done:
-            raise RuntimeError(
-                f"emulation stalled at t={self.t:.1f}s after {len(self.step_rows)} of {self.steps} steps "
-                f"(policy {self.s.name}): no event left; check experiment.oversampling and the staleness bound"
-            )
+                raise RuntimeError(
+                    f"emulation stalled at t={self.t:.1f}s after {len(self.step_rows)} of {self.steps} steps "
+                    f"(policy {self.s.name}): nothing in flight and no trainer event"
+                )
+        pool.close(self.last_end)
         return self._result(events)
 
     def _result(self, events: int) -> Result:
-        wall = self.last_end
-        if self.inflight_rollouts > 0:
-            self.gen_busy += wall - self.busy_since
         for g in self.resume:  # buffered partial rollouts never resumed: the run ended
-            self._close_resumed(g, ABORTED)
-        status = np.array(self.sg_status, dtype=np.int8)
-        n_roots = self.next_group * self.G
-        cat = {
-            k: np.concatenate([getattr(c, k) for c in self.chunks])[:n_roots]
-            for k in ("prompt_tokens", "tool_tokens", "turns", "env_s", "reward")
-        }
-        cat["group"] = np.arange(n_roots) // self.G
+            self._set_status(g, ABORTED, (RESUMED,))
+        n = self.next_group * self.G
+        r, h = self.roots.view(), self.hist.view()
+        seg = {k: np.concatenate([h[k], r[k][:n]]) for k in TRACE}
+        seg["root"] = np.concatenate([h["root"], np.arange(n)])
         return Result(
             steps=self.step_rows,
-            wall_s=wall,
-            seg={
-                "root": np.array(self.sg_root, dtype=np.int64),
-                "status": status,
-                "step": np.array(self.sg_step, dtype=np.int64),
-                "v_start": np.array(self.sg_vstart, dtype=np.int64),
-                "v_end": np.array(self.sg_vend, dtype=np.int64),
-                "t_dispatch": np.array(self.sg_tdisp),
-                "t_finish": np.array(self.sg_tfin),
-                "tokens": np.array(self.sg_tok),
-            },
-            root=cat,
-            generator_busy_s=self.gen_busy,
+            wall_s=self.last_end,
+            seg=seg,
+            root={k: r[k][:n] for k in STATIC},
+            generator_busy_s=min(self.pool.busy_s, self.last_end),
             events=events,
-            engines=self.n_eng,
+            engines=self.pool.E,
             concurrency=self.cap,
         )

@@ -1,0 +1,174 @@
+"""The generator pool: engines running continuous batches, modelled at the granularity of groups.
+
+A group (the orchestrator's unit: prime-rl routes a whole group to one client) runs on one engine.
+Its G rollouts each spend their environment time and prefill (a pure delay, in real time), then
+decode. Within an engine every decoding sequence advances at the same per-sequence rate, set by the
+engine's decode batch B through the roofline (costmodel.rate_table): egalitarian processor sharing.
+
+Per engine a virtual clock V (dV/dt = rate(B)) turns that into O(log n) work per event: a group
+whose critical rollout (the one that would finish last at today's rate) starts decoding at V0 with
+w tokens finishes when V = V0 + w, however B changes meanwhile. While decoding, a group adds to B
+its time-averaged number of live sequences, sum(work_i) / w (mean field inside the group), so the
+engine's token throughput is conserved and a batch's last groups speed up as their engine empties.
+Events: one when a group starts decoding, one when it finishes; nothing per token or per turn.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+JOIN, ENGINE = 0, 1
+
+
+class Pool:
+    """All engines of the generator; times in seconds, work in decode tokens."""
+
+    def __init__(self, engines: int, group_size: int, rate: list[float], groups_per_engine: int):
+        self.E, self.G = engines, group_size
+        self.rate = rate  # per-sequence tokens/s, indexed by decode batch size
+        self.limit = groups_per_engine
+        self.V = [0.0] * engines
+        self.t_e = [0.0] * engines
+        self.B = [0.0] * engines
+        self.n = [0] * engines
+        self.e_heap: list[list[tuple[float, int]]] = [[] for _ in range(engines)]
+        self.epoch = [0] * engines
+        self.heap: list[tuple[float, int, int, int, int]] = []
+        self.seq = 0
+        self.groups: dict[int, list] = {}  # placement id -> [engine, t0, delay, work, d, w, b, v_join, g]
+        self.pid = 0  # placement ids: a resumed group is a new placement
+        self.busy_s = 0.0
+        self._busy_since = 0.0
+
+    # --- engines ---------------------------------------------------------------------------------
+    def _advance(self, e: int, t: float) -> None:
+        dt = t - self.t_e[e]
+        if dt > 0:
+            b = self.B[e]
+            if b > 1e-9:
+                self.V[e] += self.rate[min(int(b + 0.5), len(self.rate) - 1)] * dt
+            self.t_e[e] = t
+
+    def _rate(self, e: int) -> float:
+        return self.rate[min(max(int(self.B[e] + 0.5), 1), len(self.rate) - 1)]
+
+    def _reschedule(self, e: int) -> None:
+        h, groups = self.e_heap[e], self.groups
+        while h and h[0][1] not in groups:
+            heapq.heappop(h)
+        self.epoch[e] += 1
+        if h:
+            dv = h[0][0] - self.V[e]
+            self.seq += 1
+            tn = self.t_e[e] + (dv / self._rate(e) if dv > 0 else 0.0)
+            heapq.heappush(self.heap, (tn, self.seq, ENGINE, e, self.epoch[e]))
+
+    def pause(self, t: float, until: float) -> None:
+        """No decoding between t and `until` (weights loading, or training on colocated GPUs)."""
+        for e in range(self.E):
+            self._advance(e, t)
+            if self.t_e[e] < until:
+                self.t_e[e] = until
+            self._reschedule(e)
+
+    # --- groups ----------------------------------------------------------------------------------
+    def place(self, g: int, work: np.ndarray, delay: np.ndarray, t: float, crit: tuple | None = None) -> bool:
+        """Start group g (decode tokens and delays (s) per rollout) on the least-loaded engine at t;
+        False when every engine is full. `crit`: (critical rollout, mean-field batch share) when
+        precomputed, else derived at today's rate."""
+        n = self.n
+        e = min(range(self.E), key=n.__getitem__)
+        if n[e] >= self.limit:
+            return False
+        if not self.groups:
+            self._busy_since = t
+        n[e] += 1
+        if crit is None:
+            c = int(np.argmax(delay + work / self._rate(e)))  # finishes last at today's rate
+            w = float(work[c])
+            b = float(work.sum()) / w if w > 0 else 0.0
+        else:
+            c, b = crit
+            w = float(work[c])
+        d = float(delay[c])
+        self.pid += 1
+        self.groups[self.pid] = [e, t, delay, work, d, w, b, -1.0, g]
+        self.seq += 1
+        heapq.heappush(self.heap, (t + d, self.seq, JOIN, self.pid, 0))
+        return True
+
+    def next_time(self) -> float:
+        """Time of the pool's next event (inf when idle)."""
+        h = self.heap
+        while h:
+            _, _, kind, x, ep = h[0]
+            if (kind == JOIN and x not in self.groups) or (kind == ENGINE and ep != self.epoch[x]):
+                heapq.heappop(h)
+                continue
+            return h[0][0]
+        return np.inf
+
+    def step(self) -> list[tuple[int, np.ndarray]]:
+        """Process the next event; return the groups it completed with each rollout's finish time (s)."""
+        t, _, kind, x, _ = heapq.heappop(self.heap)
+        if kind == JOIN:
+            grp = self.groups[x]
+            e = grp[0]
+            self._advance(e, t)
+            grp[7] = self.V[e]
+            heapq.heappush(self.e_heap[e], (self.V[e] + grp[5], x))
+            self.B[e] += grp[6]
+            self._reschedule(e)
+            return []
+        e, out = x, []
+        self._advance(e, t)
+        h = self.e_heap[e]
+        while h and (h[0][1] not in self.groups or h[0][0] <= self.V[e] + 1e-6):
+            _, pid = heapq.heappop(h)
+            grp = self.groups.pop(pid, None)
+            if grp is None:
+                continue
+            self.B[e] = max(self.B[e] - grp[6], 0.0)
+            self.n[e] -= 1
+            out.append((grp[8], self._finish_times(grp, t)))
+        if not self.groups:
+            self.busy_s += t - self._busy_since
+        self._reschedule(e)
+        return out
+
+    @staticmethod
+    def _finish_times(grp: list, t: float) -> np.ndarray:
+        """Each rollout's finish (s): its own delay, then its tokens at the group's mean rate."""
+        _, t0, delay, work, d, w, _, _, _ = grp
+        span = t - (t0 + d)
+        if span <= 0 or w <= 0:
+            return np.full(len(work), t)
+        return np.clip(t0 + delay + work * (span / w), t0 + delay, t)
+
+    def stop_all(self, t: float) -> dict[int, np.ndarray]:
+        """Stop every group at t (cancel or abort); return tokens each rollout had decoded."""
+        done = {}
+        for e, t0, delay, work, d, _w, _b, v_join, g in self.groups.values():
+            self._advance(e, t)
+            r = self._rate(e)
+            if v_join >= 0:  # progress of the critical rollout, shifted by each one's own delay
+                x = (self.V[e] - v_join) - (delay - d) * r
+            else:
+                x = (t - t0 - delay) * r
+            done[g] = np.clip(x, 0.0, work)
+        if self.groups:
+            self.busy_s += t - self._busy_since
+        self.groups.clear()
+        for e in range(self.E):
+            self.B[e], self.n[e] = 0.0, 0
+            self.e_heap[e].clear()
+            self.epoch[e] += 1
+        return done
+
+    def close(self, t: float) -> None:
+        """End of run: count the busy time of groups still in flight."""
+        if self.groups:
+            self.busy_s += t - self._busy_since
+            self._busy_since = t
