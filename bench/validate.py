@@ -251,12 +251,11 @@ def frameworks_of(overrides: list[str]) -> list[str]:
     return list(compose(overrides).experiment.frameworks)
 
 
-def summary_lines(cfg: Any, s: Sizing, mode: str) -> list[str]:
+def summary_lines(cfg: Any, s: Sizing) -> list[str]:
     e, hw = cfg.experiment, cfg.hardware
     return [
-        f"  {cfg.framework.name} {cfg.framework.version}: mode {mode}",
-        f"    trainer {e.trainer_gpus} x {hw.name}: {s.trainer_gb_per_gpu:.1f} GB/GPU weights+grads+optimizer",
-        f"    generator {e.generator_gpus} GPUs = {s.engines} engines x {s.engine_gpus} GPU: weights "
+        f"  trainer {e.trainer_gpus} x {hw.name}: {s.trainer_gb_per_gpu:.1f} GB/GPU weights+grads+optimizer",
+        f"  generator {e.generator_gpus} GPUs = {s.engines} engines x {s.engine_gpus} GPU: weights "
         f"{s.engine_weights_gb:.1f} GB, KV {s.kv_tokens_per_engine / 1e3:.0f}K tokens "
         f"({s.kv_bytes_per_token / 1e3:.0f} KB/token), concurrency ceiling {s.concurrency_ceiling:.0f} "
         f"rollouts/engine at {s.mean_seq_tokens:.0f} tokens mean",
@@ -286,7 +285,7 @@ def main(argv: list[str]) -> int:
                 from runners.base import load_runner
 
                 runner = load_runner(cfg.framework)
-                lines += summary_lines(cfg, sizing(cfg), runner.resolve_mode(cfg))
+                lines.append(f"  {fw} {cfg.framework.version}: mode {runner.resolve_mode(cfg)}")
                 if args.native and hasattr(runner, "validate_native"):
                     problems += [f"[{fw}] native: {p}" for p in runner.validate_native(cfg)]
     except Exception as e:  # Hydra composition errors: unknown key, wrong type, missing file
@@ -303,7 +302,7 @@ def main(argv: list[str]) -> int:
         f"{w.max_prompt_len}+{w.max_response_len} tokens, staleness budget {w.staleness_budget}, "
         f"placement {_placement(cfg)}, cluster {cfg.cluster.name}"
     )
-    print("\n".join(lines))
+    print("\n".join(summary_lines(cfg, sizing(cfg)) + lines))
     print("OK: no problems found")
     return 0
 

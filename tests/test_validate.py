@@ -65,3 +65,18 @@ def test_cli_exit_codes(capsys):
     assert "workload.group_size=1" in capsys.readouterr().err
     assert main(["experiment=smoke", "workload.gruop_size=3"]) == 2  # misspelled key: Hydra's own error
     assert "gruop_size" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("exp", CASES)
+def test_cli_accepts_every_published_setup(exp, capsys):
+    assert main([f"experiment={exp}"]) == 0
+    assert "OK: no problems found" in capsys.readouterr().out
+
+
+def test_framework_modes_are_checked(capsys):
+    # prime-rl has no colocated mode at v0.8.0; the other two frameworks accept it
+    assert main(["experiment=smoke", "experiment.placement=colocated"]) == 2
+    err = capsys.readouterr().err
+    assert "[prime_rl] experiment.placement=colocated" in err and "[verl]" not in err
+    assert main(["experiment=smoke", "framework=verl", "framework.mode=bogus"]) == 2
+    assert "framework.mode=bogus" in capsys.readouterr().err
