@@ -632,19 +632,32 @@ class SlimeRunner(Runner):
         peak_flops: the GPU's dense BF16 peak (FLOP/s) for native_mfu; without it native_mfu is null.
         """
         log_dir = Path(log_dir)
-        if not log_dir.is_dir():
-            return ParseResult(steps=[], warnings=[f"{log_dir}: not a directory"])
-        files = slime_logs.log_files(log_dir)
+        if not log_dir.exists():
+            return ParseResult(steps=[], warnings=[f"{log_dir}: no such file or directory"])
+        files = [log_dir] if log_dir.is_file() else slime_logs.log_files(log_dir)
+        env_files = (
+            {p.name: slime_logs.read_env_file(p) for p in sorted(log_dir.rglob("*.env"))}
+            if log_dir.is_dir()
+            else {}
+        )
+        # wall_time.env of the opd-benchmark launchers: epoch seconds and wall time for the manifest
+        epochs = {
+            k: v[k]
+            for v in env_files.values()
+            for k in ("start_epoch", "end_epoch", "wall_seconds")
+            if isinstance(v.get(k), int | float)
+        }
         state = slime_logs.scan(files)
-        rows, warnings, run_info = slime_logs.build_steps(state, peak_flops)
+        rows, warnings, run_info = slime_logs.build_steps(state, peak_flops, t0=epochs.get("start_epoch"))
+        run_info.update(epochs)
+        if env_files:
+            run_info["env_files"] = env_files
         if not files:
             warnings.append(f"{log_dir}: no .log/.out/.err/.txt files")
         elif not rows:
             warnings.append(f"{log_dir}: no slime perf records in {len(files)} file(s)")
         if peak_flops is None and rows:
             warnings.append("native_mfu null: pass peak_flops (hardware.peak_bf16_flops) to parse_logs")
-        for env_file in sorted(log_dir.rglob("*.env")):
-            run_info.setdefault("env_files", {})[env_file.name] = slime_logs.read_env_file(env_file)
         return ParseResult(
             steps=rows,
             warnings=warnings,

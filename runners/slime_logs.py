@@ -21,25 +21,28 @@ batch shape. Nothing here raises on bad input: problems become warnings and skip
 from __future__ import annotations
 
 import ast
+import json
 import math
 import re
 import shlex
 from collections import defaultdict
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
+from sys import intern
 from typing import Any
 
-RECORD = re.compile(
-    rb"(?:\((?P<actor>\w+) pid=\d+[^)]*\) )?"
-    rb"(?:\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)[^\]]*\] )?"
-    rb"(?:\S+:\d+ - )?"
-    rb"(?P<kind>perf|rollout|eval|step|critic-step|passrate|multi_turn) (?P<id>\d+): (?P<payload>\{.*)$"
-)
-ARG_DUMP = re.compile(rb"^(?:\([^)]*\) )?  (?P<key>\w+) \.{3,} (?P<value>.*)$")
-RAY_TS = re.compile(rb"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[.,](?P<frac>\d+)\s")
+# The record anchor `<kind> <id>: {` is found with bytes.find; these regexes then run on one short
+# prefix, so the scan stays in C for the (many) lines that are not records.
+KIND_TAIL = re.compile(rb"(?:^|[\s(])(perf|rollout|eval|step|critic-step|passrate|multi_turn) (\d+)$")
+LINE_TS = re.compile(rb"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)[^\]\n]*\]")
+ARG_DUMP = re.compile(rb"^(?:\([^)]*\) )?  (?P<key>\w+) \.{3,} (?P<value>.*)$", re.M)
+RAY_TS = re.compile(rb"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[.,]\d+)\s", re.M)
+BARE_VALUE = re.compile(r"(?<=[:,\[(] )(-?)(nan|inf|True|False|None)(?=[,}\])])")
+JSON_VALUE = {"nan": "NaN", "inf": "Infinity", "True": "true", "False": "false", "None": "null"}
 BARE_FLOAT = re.compile(r"(?<=[:,\[(] )(-?)(nan|inf)(?=[,}\])])")
 NUMPY_SCALAR = re.compile(r"np\.(?:float|int)\d*\(([^()]*)\)")
 REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\].*$")
+MAPPED_KINDS = (b"perf", b"rollout")  # other kinds are counted, their payloads not decoded
 DRIVERS = ("train.py", "train_async.py")
 DRIVER_CMD = re.compile(rb"python[\d.]*\s+(?:-u\s+)?\S*?train(?:_async)?\.py(?:\s|$)")
 LOG_SUFFIXES = {".log", ".out", ".err", ".txt", ""}
@@ -61,25 +64,54 @@ SHAPE_KEYS = (
 # Keys renamed across slime versions -> current name (perf/total_train_time before 2025-10-30)
 LEGACY_KEYS = {"perf/total_train_time": "perf/step_time"}
 TRAIN_PERF_MARKERS = ("perf/train_wait_time", "perf/step_time", "perf/actor_train_time", "perf/train_time")
+# Only these payload keys are kept per record, so memory grows by a few hundred bytes per step.
+KEPT_KEYS = frozenset(
+    {
+        *TRAIN_PERF_MARKERS,
+        "perf/wait_time_ratio", "perf/update_weights_time", "perf/log_probs_time", "perf/ref_log_probs_time",
+        "perf/teacher_log_probs_time", "perf/actor_train_tflops", "perf/actor_train_tok_per_s",
+        "perf/rollout_time", "perf/tokens_per_gpu_per_sec", "rollout/raw_reward", "rollout/response_lengths",
+        "rollout/total_lengths", "rollout/weight_version/mean", "rollout/weight_version/min",
+    }
+)  # fmt: skip
+KEPT_PREFIXES = ("rollout/dynamic_filter/drop_", "rollout/zero_std/count_")
 
 
 def parse_payload(text: str) -> dict[str, Any] | None:
-    """A logged Python dict repr -> dict, safely (ast.literal_eval, never eval); None if malformed.
+    """A logged Python dict repr -> dict, safely (never eval); None if malformed.
 
-    Bare `nan` becomes NaN and `inf` infinity (the repr of float('nan') is not a literal);
-    numpy scalar reprs (`np.float64(0.5)`) are unwrapped.
+    Fast path: the repr is rewritten to JSON (quotes, True/False/None, bare nan/inf) and read with
+    json.loads; anything that is not plain JSON then (strings with quotes, tuples, numpy scalar
+    reprs such as `np.float64(0.5)`) goes through ast.literal_eval with nan -> NaN, inf -> infinity.
     """
-    text = REPEATED.sub("", text.strip())
+    text = text.strip()
+    if "[repeated" in text:
+        text = REPEATED.sub("", text)
+    if not text.endswith("}"):
+        return None  # truncated or interleaved
+    if '"' not in text and "np." not in text:
+        as_json = text.replace("'", '"')
+        if any(word in text for word in JSON_VALUE):  # rare: skip the regex pass for plain numbers
+            as_json = BARE_VALUE.sub(lambda m: m.group(1) + JSON_VALUE[m.group(2)], as_json)
+        try:
+            value = json.loads(as_json)
+        except ValueError:
+            value = _literal_payload(text)
+    else:
+        value = _literal_payload(text)
+    if not isinstance(value, dict):
+        return None
+    return {LEGACY_KEYS.get(k, k): (math.nan if v is None else v) for k, v in value.items()}
+
+
+def _literal_payload(text: str) -> Any:
     if "np." in text:
         text = NUMPY_SCALAR.sub(r"\1", text)
     text = BARE_FLOAT.sub(lambda m: "None" if m.group(2) == "nan" else m.group(1) + "1e999", text)
     try:
-        value = ast.literal_eval(text)
+        return ast.literal_eval(text)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return None
-    if not isinstance(value, dict):
-        return None
-    return {LEGACY_KEYS.get(k, k): (math.nan if v is None else v) for k, v in value.items()}
 
 
 def _timestamp(raw: bytes | None) -> float | None:
@@ -87,7 +119,9 @@ def _timestamp(raw: bytes | None) -> float | None:
         return None
     text = raw.decode("ascii", "replace").replace(",", ".")
     try:
-        return datetime.fromisoformat(text).timestamp()
+        # slime and Ray log local wall-clock time without a zone; read as UTC (the machines the
+        # fixtures come from ran in UTC: gpu.csv and wall_time.env epochs agree)
+        return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
     except ValueError:
         return None
 
@@ -112,46 +146,75 @@ class LogState:
         if ts is not None and (self.first_ts is None or ts < self.first_ts):
             self.first_ts = ts
 
-    def feed(self, line: bytes) -> None:
-        """Consume one raw line (bytes, newline optional)."""
-        self.lines += 1
-        if self.first_ts is None or line[:2] == b"20":
-            m = RAY_TS.match(line)
-            if m:
-                self.seen_ts(_timestamp(m.group("ts") + b"." + m.group("frac")))
-        if b": {" in line:
-            self._record(line)
-        elif b" ...." in line:
-            m = ARG_DUMP.match(line.rstrip(b"\r\n"))
+    def feed(self, buf: bytes) -> None:
+        """Consume complete lines (one line or a block of many; a missing final newline is fine)."""
+        self.lines += buf.count(b"\n") + (0 if buf.endswith(b"\n") or not buf else 1)
+        find, rfind, size = buf.find, buf.rfind, len(buf)
+        # The argument dump is printed once at start-up, before any record: stop looking after it.
+        dump_end = size if not self.counts else 0
+        pos = 0
+        while (at := find(b": {", pos)) >= 0:
+            start = rfind(b"\n", 0, at) + 1
+            end = find(b"\n", at)
+            end = size if end < 0 else end
+            self._record(buf, start, at, end)
+            pos = end
+        pos = 0
+        while (at := find(b" ....", pos, dump_end)) >= 0:
+            start = rfind(b"\n", 0, at) + 1
+            end = find(b"\n", at)
+            end = size if end < 0 else end
+            m = ARG_DUMP.match(buf, start, end)
             if m and m.group("key").decode() in SHAPE_KEYS:
-                self.args[m.group("key").decode()] = _literal(m.group("value").decode("utf-8", "replace"))
-        elif not self.argv and b"train" in line:
-            m = DRIVER_CMD.search(line)
-            if m:
-                self._command(line[m.start() :].decode("utf-8", "replace"))
+                self.args[m.group("key").decode()] = _literal(
+                    m.group("value").decode("utf-8", "replace").strip()
+                )
+            pos = end
+        if not self.argv and (m := DRIVER_CMD.search(buf)):
+            end = find(b"\n", m.start())
+            self._command(buf[m.start() : size if end < 0 else end].decode("utf-8", "replace"))
 
-    def _record(self, line: bytes) -> None:
-        m = RECORD.search(line.rstrip(b"\r\n"))
+    def first_block(self, buf: bytes) -> None:
+        """The start of a file: its first timestamped line (Ray's format or slime's logger) dates the run."""
+        for m in (RAY_TS.search(buf), LINE_TS.search(buf, 0, 1 << 16)):
+            if m:
+                self.seen_ts(_timestamp(m.group(1)))
+
+    def _record(self, buf: bytes, start: int, at: int, end: int) -> None:
+        m = KIND_TAIL.search(buf, max(start, at - 40), at)
         if not m:
             return
-        payload = parse_payload(m.group("payload").decode("utf-8", "replace"))
+        kind = m.group(1)
+        payload_bytes = buf[at + 2 : end]
+        if kind not in MAPPED_KINDS:
+            if payload_bytes.rstrip().endswith(b"}") or b"[repeated" in payload_bytes:
+                self.counts[kind.decode()] += 1
+            else:
+                self.skipped += 1
+            return
+        payload = parse_payload(payload_bytes.decode("utf-8", "replace"))
         if payload is None:
             self.skipped += 1  # truncated or interleaved record
             return
-        kind, rid = m.group("kind").decode(), int(m.group("id"))
-        ts = _timestamp(m.group("ts"))
+        rid = int(m.group(2))
+        tsm = LINE_TS.search(buf, start, m.start() + 1)
+        ts = _timestamp(tsm.group(1)) if tsm else None
         self.seen_ts(ts)
-        self.counts[kind] += 1
-        if kind == "perf":
-            if any(k in payload for k in TRAIN_PERF_MARKERS):
+        self.counts[kind.decode()] += 1
+        is_train = any(k in payload for k in TRAIN_PERF_MARKERS)
+        is_rollout = "perf/rollout_time" in payload or any(k.startswith("rollout/") for k in payload)
+        # interned keys: one copy of each key string however many steps a long run logs
+        payload = {intern(k): v for k, v in payload.items() if k in KEPT_KEYS or k.startswith(KEPT_PREFIXES)}
+        if kind == b"perf":
+            if is_train:
                 self.train_perf.setdefault(rid, {}).update(payload)
                 if ts is not None:
                     self.train_perf_ts[rid] = ts
-            elif "perf/rollout_time" in payload or any(k.startswith("rollout/") for k in payload):
+            elif is_rollout:
                 self.rollout_perf.setdefault(rid, {}).update(payload)
             else:
                 self.unknown_perf += 1
-        elif kind == "rollout":
+        else:
             self.train_rollout.setdefault(rid, {}).update(payload)
 
     def _command(self, text: str) -> None:
@@ -193,13 +256,29 @@ def read_env_file(path: Path) -> dict[str, Any]:
     return out
 
 
-def scan(paths: list[Path], chunk: int = 1 << 20) -> LogState:
-    """Stream every file once; memory stays bounded by one line plus the per-step records."""
+def scan(paths: list[Path], block: int = 8 << 20) -> LogState:
+    """Stream every file once in blocks of whole lines; memory stays bounded by one block plus
+    the per-step records (a few hundred bytes per step)."""
     state = LogState()
     for path in paths:
-        with path.open("rb", buffering=chunk) as fh:
-            for line in fh:
-                state.feed(line)
+        with path.open("rb") as fh:
+            carry, first = b"", True
+            while chunk := fh.read(block):
+                buf = carry + chunk
+                cut = buf.rfind(b"\n") + 1
+                if cut == 0 and len(buf) < 4 * block:
+                    carry = buf  # a line longer than the block: keep reading
+                    continue
+                cut = cut or len(buf)
+                if first:
+                    state.first_block(buf)
+                    first = False
+                state.feed(buf[:cut])
+                carry = buf[cut:]
+            if carry:
+                if first:
+                    state.first_block(carry)
+                state.feed(carry)
     return state
 
 
@@ -234,14 +313,18 @@ def _mode(shape: dict[str, Any], argv: list[str]) -> str | None:
     return None
 
 
-def build_steps(state: LogState, peak_flops: float | None = None) -> tuple[list[dict], list[str], dict]:
+def build_steps(
+    state: LogState, peak_flops: float | None = None, t0: float | None = None
+) -> tuple[list[dict], list[str], dict]:
     """Trace rows (one per trainer step = rollout id), warnings, and run_info from a scanned log.
 
     Units: seconds, samples, tokens. `sync_s` of step N is the `perf/update_weights_time` printed
     in step N+1's dict (slime logs the timer before the weight update runs); the last step's is
     unknown. `native_mfu` = perf/actor_train_tflops (per-GPU model TFLOP/s, 3x forward FLOPs, no
-    recompute) / peak_flops, only when the GPU's peak dense BF16 FLOP/s is given.
+    recompute) / peak_flops, only when the GPU's peak dense BF16 FLOP/s is given. t_start_s/t_end_s
+    count from t0 (Unix seconds, e.g. the launcher's start), else from the earliest logged timestamp.
     """
+    t0 = state.first_ts if t0 is None else t0
     warnings: list[str] = []
     shape = batch_shape(state)
     prompts = shape.get("rollout_batch_size") if isinstance(shape.get("rollout_batch_size"), int) else None
@@ -302,8 +385,8 @@ def build_steps(state: LogState, peak_flops: float | None = None) -> tuple[list[
             "native_tokens_per_gpu_per_s": _num(rp, "perf/tokens_per_gpu_per_sec"),
         }
         ts = state.train_perf_ts.get(k)
-        if ts is not None and state.first_ts is not None:
-            row["t_end_s"] = ts - state.first_ts
+        if ts is not None and t0 is not None:
+            row["t_end_s"] = ts - t0
             row["t_start_s"] = row["t_end_s"] - step_s if step_s is not None else None
         tflops = row["native_actor_train_tflops"]
         row["native_mfu"] = tflops * 1e12 / peak_flops if tflops is not None and peak_flops else None

@@ -74,6 +74,9 @@ def test_miles_phases_tokens_and_mfu(miles):
     assert s0["native_mfu"] == 18.413116308843197e12 / H100_PEAK
     assert s0["staleness_mean"] == 0.0 and s0["staleness_max"] == 0.0  # colocated, synchronous
     assert miles.steps[14]["response_tokens"] == 7298  # 57.015625 x 128
+    # first update at 13:45:12.196, launcher start 13:42:31 (REPORT.md: Miles first update 161 s)
+    assert s0["t_end_s"] == pytest.approx(161.196, abs=1e-3)
+    assert s0["t_start_s"] == pytest.approx(161.196 - 9.19837760925293, abs=1e-3)
 
 
 def test_miles_run_info(miles):
@@ -83,7 +86,13 @@ def test_miles_run_info(miles):
     assert info["batch_shape"]["rollout_batch_size"] == 8
     assert info["records"] == {"perf": 30, "rollout": 15, "step": 30}  # step dicts are printed twice
     assert info["env_files"]["wall_time.env"]["framework_wall_seconds"] == 300
+    assert (info["start_epoch"], info["end_epoch"], info["wall_seconds"]) == (1786110151, 1786110486, 335)
     assert sorted(Path(f).name for f in miles.files) == ["ray.log", "run.log", "teacher.log"]
+
+
+def test_single_file_parses_like_its_folder(opd_results: Path, miles):
+    one = load_runner(cfg_for().framework).parse_logs(opd_results / "miles" / "run.log", peak_flops=H100_PEAK)
+    assert [r["step_s"] for r in one.steps] == [r["step_s"] for r in miles.steps]
 
 
 # ---- parse: verbatim slime lines from GitHub issues (../shared/reference/slime.md section 3.4)
@@ -169,7 +178,9 @@ def test_truncated_interleaved_and_foreign_lines_never_crash():
 
 def test_parse_logs_on_missing_or_empty_dir(tmp_path):
     runner = load_runner(cfg_for().framework)
-    assert runner.parse_logs(tmp_path / "nope").warnings == [f"{tmp_path / 'nope'}: not a directory"]
+    assert runner.parse_logs(tmp_path / "nope").warnings == [
+        f"{tmp_path / 'nope'}: no such file or directory"
+    ]
     (tmp_path / "driver.log").write_text("nothing here\n")
     result = runner.parse_logs(tmp_path)
     assert result.steps == [] and any("no slime perf records" in w for w in result.warnings)
