@@ -71,6 +71,8 @@ SEMANTICS: list[tuple[str, str, str, str, str]] = [
      "verl cuts the tail: aborts the rest once (1-rate) x N requests finished; rate = 1 - 1/oversampling."),
     ("experiment.filter_zero_advantage", "algorithm.filter_groups.enable / metric", "-", "False / reward",
      "DAPO dynamic sampling on the reward; max_num_gen_batches is ignored by the V1 replay buffer."),
+    ("resolved config", "hydra.run.dir", "path", "outputs/<date>/<time>",
+     "{run_dir}/logs/hydra, so logs/ holds .hydra/config.yaml (rollout.n, trainer mode) for the parser."),
     ("local metrics", "trainer.logger + VERL_FILE_LOGGER_PATH", "-", "[console, wandb]",
      "[console,file,wandb] with WANDB_MODE=offline; the file logger JSONL goes to {run_dir}/logs/. It is "
      "opened 'wb' (truncated on restart), hence trainer.resume_mode=disable."),
@@ -265,6 +267,9 @@ def translate(cfg: Any, mode: str) -> tuple[list[str], list[str]]:
         "trainer.save_freq=-1",
         "trainer.resume_mode=disable",
         "trainer.default_local_dir={run_dir}/checkpoints",
+        # Hydra's own output (.hydra/config.yaml, the resolved config) into logs/: the parser reads
+        # rollout.n and the trainer mode from it.
+        "hydra.run.dir={run_dir}/logs/hydra",
     ]
     if str(wl.task) != "math":
         notes.append(

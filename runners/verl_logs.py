@@ -248,7 +248,7 @@ def _config_info(path: Path) -> dict[str, Any]:
         "train_batch_size": (cfg.get("data") or {}).get("train_batch_size"),
         "use_v1": tr.get("use_v1"),
         "trainer_mode": (tr.get("v1") or {}).get("trainer_mode"),
-        "trainer_gpus": _int(tr.get("nnodes")) * _int(tr.get("n_gpus_per_node")),
+        "trainer_gpus": _int(tr.get("nnodes")) * _int(tr.get("n_gpus_per_node")) or None,
         "model": ((cfg.get("actor_rollout_ref") or {}).get("model") or {}).get("path"),
     }
     return {k: v for k, v in info.items() if v is not None}
