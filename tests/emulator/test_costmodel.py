@@ -1,0 +1,73 @@
+"""The generator and trainer cost model on the repository's real model and hardware facts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench import flops
+from bench.config import compose
+from bench.emulator import costmodel as cm
+
+
+@pytest.fixture(scope="module")
+def case1():
+    return compose(["experiment=semianalysis_case1"])
+
+
+def test_kv_bytes_per_token_gqa_replicates_kv_heads_over_tp(case1):
+    # Qwen3-235B: 94 layers x 4 KV heads x 128 x (K, V) x BF16 cache, TP8 over 4 heads -> 2 copies
+    assert cm.kv_bytes_per_token(case1) == 94 * 4 * 128 * 2 * 2 * 2 == 385_024
+
+
+def test_kv_bytes_per_token_mla_is_the_latent():
+    # GLM-5: 78 layers x (kv_lora_rank 512 + rope 64) x BF16
+    assert cm.kv_bytes_per_token(compose(["experiment=semianalysis_case2"])) == 78 * 576 * 2
+
+
+def test_engine_size_and_kv_capacity(case1):
+    e = cm.engine_model(case1)
+    assert cm.engine_gpus(case1) == 8  # TP8 / EP8 instance
+    assert cm.engine_gpus(compose(["experiment=semianalysis_case2"])) == 32  # DP32 / EP32
+    weights = flops.param_counts(case1.model)["total"] * 1.0  # FP8 generation
+    hbm = 8 * 141e9 * 0.85
+    assert e.kv_capacity_tokens == pytest.approx((hbm - weights) / 385_024)
+    # concurrency: the configured cap, unless KV / sequence length is lower
+    assert e.concurrency(256, 1000) == 256
+    assert e.concurrency(256, 32768) == int(e.kv_capacity_tokens // 32768)
+
+
+def test_decode_roofline_small_batches_read_weights_large_batches_pay_kv_and_compute(case1):
+    e = cm.engine_model(case1)
+    step = e.decode_step_s(np.array([1.0, 8, 64, 256]), 8000)
+    assert np.all(np.diff(step) > 0)
+    per_seq_rate = 1 / step
+    assert per_seq_rate[0] > 5 * per_seq_rate[-1]
+    # MoE: one token touches top_k experts per layer, not all 128
+    one = e.dense_bytes + e.moe_layers * e.routed_experts * (1 - (1 - 8 / 128)) * e.expert_bytes
+    assert step[0] == pytest.approx((one + 8000 * e.kv_bytes_per_token) / e.bw)
+
+
+def test_engine_that_cannot_hold_the_weights_is_an_error():
+    cfg = compose(["experiment=semianalysis_case1", "experiment.generator.tp=1", "experiment.generator.ep=1"])
+    with pytest.raises(ValueError, match="cannot hold"):
+        cm.engine_model(cfg)
+
+
+def test_trainer_step_time_is_flops_over_achieved_rate(case1):
+    tm = cm.trainer_model(case1)
+    seqs = np.array([4096.0, 16384.0])
+    f = sum(s * flops.flops_per_token(case1.model, int(s)) for s in seqs)
+    assert tm.flops(seqs) == pytest.approx(f, rel=1e-3)
+    logprob_s, compute_s = tm.step_times(seqs)
+    rate = 989e12 * 64 * case1.emulator.trainer_mfu
+    assert compute_s == pytest.approx(f / rate + case1.emulator.optimizer_s, rel=1e-3)
+    assert logprob_s == 0.0  # prime-rl cases: old log-probs come from inference
+
+
+def test_weight_sync_is_shard_bytes_over_the_link(case1):
+    shard = flops.param_counts(case1.model)["total"] * 1.0 / 8
+    assert cm.weight_sync_s(case1) == pytest.approx(shard / (50e9 * 0.5) + 1.0)
+    colocated = compose(["experiment=smoke", "experiment.placement=colocated"])
+    shard = flops.param_counts(colocated.model)["total"] * 2.0
+    assert cm.weight_sync_s(colocated) == pytest.approx(shard / (450e9 * 0.5) + 1.0)
