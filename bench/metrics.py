@@ -177,13 +177,21 @@ def mfu_native(c: Context) -> float:
 
 
 def oversampling_waste(c: Context) -> float:
-    """Discarded / dispatched rollouts over the window (fraction)."""
-    return _ratio(_sum(c.w, "discarded_samples"), _sum(c.w, "dispatched_samples"), "dispatched rollouts")
+    """Discarded / dispatched rollouts over the whole run (fraction).
+
+    Whole run, not the window: in async modes a step trains rollouts dispatched during earlier
+    steps, so per-window ratios mix generations; over the run every dispatch is counted once.
+    """
+    return _ratio(
+        _sum(c.steps, "discarded_samples"), _sum(c.steps, "dispatched_samples"), "dispatched rollouts"
+    )
 
 
 def token_waste(c: Context) -> float:
-    """1 - trained response tokens / generated response tokens over the window (fraction)."""
-    return 1.0 - _ratio(_sum(c.w, "response_tokens"), _sum(c.w, "generated_tokens"), "generated tokens")
+    """1 - trained response tokens / generated response tokens over the whole run (fraction)."""
+    return 1.0 - _ratio(
+        _sum(c.steps, "response_tokens"), _sum(c.steps, "generated_tokens"), "generated tokens"
+    )
 
 
 def zero_advantage_frac(c: Context) -> float:
@@ -289,7 +297,8 @@ def goodput_tokens_per_s(c: Context) -> float:
     if c.rollouts is not None and budget is not None:
         r = c.rollouts
         used = r[(r.status == "used") & r.step_consumed.between(c.window.first, c.window.last)]
-        fresh = used[(used.step_consumed - used.policy_version_start) <= budget]
+        # step s (1-based) trains from policy version s - 1 (docs/trace.md)
+        fresh = used[(used.step_consumed - 1 - used.policy_version_start) <= budget]
         frac_fresh = (fresh.prompt_tokens + fresh.response_tokens).sum() / max(
             1, (used.prompt_tokens + used.response_tokens).sum()
         )

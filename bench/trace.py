@@ -49,6 +49,8 @@ STEP_FIELDS: list[tuple[str, pa.DataType]] = [
 ]
 STEP_SCHEMA = pa.schema(STEP_FIELDS)
 
+# Policy versions count optimizer updates: trainer step s (1-based) starts from version s - 1,
+# so a rollout's staleness is (step_consumed - 1) - policy_version_start.
 ROLLOUT_STATUSES = ("used", "discarded", "aborted", "filtered", "resumed")
 ROLLOUT_FIELDS: list[tuple[str, pa.DataType]] = [
     ("rollout_id", I64),
