@@ -31,6 +31,7 @@ def run(
     """Evaluate the named cases (all when empty), write the table into `out`, return the rows."""
     cases = load_cases(names, published_dir)
     ctx = sources.Context(data_root=Path(data_root), work_dir=Path(out) / "runs")
+    sources.prefetch_emulations(cases, ctx)
     rows = table.evaluate(cases, ctx)
     table.write(rows, cases, out)
     return rows

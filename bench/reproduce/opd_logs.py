@@ -11,7 +11,8 @@ the benchmark's analysis averages):
   trajectories                       trained samples, summed over steps
   trajectories_per_s                 trajectories / wall_s (window: framework -> framework_wall_s)
   generated_tokens_per_s             generated response tokens / wall_s (tokens/s)
-  first_update_s                     harness start -> end of the first optimizer step (s)
+  first_update_s                     harness start -> end of the first optimizer step (s);
+                                     method: timestamp (default) | tail (see first_update_s)
   steady_step_s, median_step_s       mean / median native step time over steady steps (s)
   active_step_s                      sum of native step times (s)
   energy_wh                          trapezoidal GPU energy (window: all | framework) (Wh)
@@ -29,13 +30,13 @@ from typing import Any
 import pandas as pd
 
 from bench.reproduce import opd
-from bench.reproduce.sources import Context, NotReproducible, Outcome, import_dep
+from bench.reproduce.sources import Context, NotReproducible, Outcome, Pending, import_dep
 from bench.reproduce.spec import SpecError
 from bench.trace import RunPaths, write_gpu, write_manifest, write_steps
 
-# Keys a runner's ParseResult.run_info may use for the absolute (Unix s) time its trace's
-# t_start_s/t_end_s are measured from; with one, first_update_s is read from timestamps.
-EPOCH_KEYS = ("t0_epoch", "start_epoch", "epoch0", "t0_unix_s")
+# ParseResult.run_info key for the absolute time (Unix s) a runner's t_start_s / t_end_s count
+# from; with it, first_update_s is read from the logged timestamps (method "timestamp").
+EPOCH_KEYS = ("t0_unix_s",)
 
 
 @dataclass
@@ -129,18 +130,26 @@ def _col(df: pd.DataFrame, col: str, what: str) -> pd.Series:
     return s.astype(float)
 
 
-def first_update_s(r: OpdRun) -> tuple[float, str]:
-    """Seconds from the harness start to the end of the first optimizer step, and the method.
+def first_update_s(r: OpdRun, method: str) -> tuple[float, str]:
+    """Seconds from the harness start to the end of the first optimizer step, and how.
 
-    With an absolute time base from the runner, read the first step's end time. Otherwise use the
-    benchmark's own approximation for verl: wall time minus the native time of every later step
-    (exact for a synchronous loop that ends at its last step; an async loop overlaps them)."""
-    epoch = next((r.run_info[k] for k in EPOCH_KEYS if r.run_info.get(k) is not None), None)
-    first = r.steps.iloc[0]
-    if epoch is not None and pd.notna(first.get("t_end_s")):
-        return float(epoch) + float(first["t_end_s"]) - r.wall.start, "timestamp of the first step's end"
+    method "timestamp": the first step's logged end time, which needs the runner's absolute time
+    base (ParseResult.run_info["t0_unix_s"], Unix s, that t_end_s counts from); the benchmark reads
+    Prime-RL's and Miles's this way. method "tail": the benchmark's approximation for verl, wall
+    time minus the native time of every later step (exact only for a synchronous loop that ends
+    with its last step).
+    """
+    if method == "timestamp":
+        epoch = next((r.run_info[k] for k in EPOCH_KEYS if r.run_info.get(k) is not None), None)
+        first = r.steps.iloc[0]
+        if epoch is None or pd.isna(first.get("t_end_s")):
+            raise Pending(
+                f"pending: runners.{r.framework} parse_logs gives no absolute time base "
+                f"(run_info['t0_unix_s'] that t_end_s counts from) for the first step's end"
+            )
+        return float(epoch) + float(first["t_end_s"]) - r.wall.start, "the first step's logged end time"
     later = _col(r.steps.iloc[1:], "step_s", "native step time")
-    return r.wall.wall_s - float(later.sum()), "wall - native time of steps 2..N (no absolute time base)"
+    return r.wall.wall_s - float(later.sum()), "wall - native time of steps 2..N"
 
 
 def _trajectories(r: OpdRun) -> float:
@@ -168,7 +177,7 @@ def compute(fig: Any, ctx: Context, where: str) -> Outcome:
         return Outcome(opd.energy_wh(opd.read_gpu_csv(folder / "gpu.csv"), span), used=f"{c['run']}/gpu.csv")
     r = load_run(c["benchmark"], c["run"], c["framework"], ctx)
     used = f"{c['run']}/ parsed by runners.{c['framework']}"
-    checks = list(r.warnings)
+    checks: list[str] = []  # parser warnings stay in the ingested run's manifest
     den = r.wall.framework_wall_s if window == "framework" else r.wall.wall_s
     steady = r.steady(skip)
     if metric == "trajectories":
@@ -183,7 +192,10 @@ def compute(fig: Any, ctx: Context, where: str) -> Outcome:
         )
         value = float(_col(r.steps, col, "generated response tokens").sum()) / den
     elif metric == "first_update_s":
-        value, how = first_update_s(r)
+        method = c.get("method", "timestamp")
+        if method not in ("timestamp", "tail"):
+            raise SpecError(f"{where}: method={method!r}; expected timestamp | tail")
+        value, how = first_update_s(r, method)
         used += f"; {how}"
     elif metric == "steady_step_s":
         value = float(_col(steady, "step_s", "native step time").mean())

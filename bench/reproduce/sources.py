@@ -139,20 +139,69 @@ def _cost(case: Case, fig: Figure, ctx: Context) -> Outcome:
 # ---- emulation ----------------------------------------------------------------------------------
 
 
+def _emulate_once(overrides: tuple[str, ...], work_dir: Path) -> dict[str, Any]:
+    run = import_dep("bench.emulator.run", "the emulator")
+    from bench.config import compose
+
+    cfg = compose(list(overrides))
+    digest = hashlib.sha1("\0".join(overrides).encode()).hexdigest()[:10]
+    run_dir = work_dir / "emulated" / f"{cfg.experiment.name}-{cfg.framework.name}-{digest}"
+    paths = run.emulate(cfg, run_dir)
+    return json.loads(Path(getattr(paths, "metrics", Path(run_dir) / "metrics.json")).read_text())
+
+
 def emulated_metrics(overrides: list[str], ctx: Context) -> dict[str, Any]:
-    """metrics.json of one emulated run of `overrides` (composed once per session, cached)."""
+    """metrics.json of one emulated run of `overrides` (run once per session, cached)."""
     key = ("emulate", tuple(overrides))
     if key not in ctx.cache:
-        run = import_dep("bench.emulator.run", "the emulator")
-        from bench.config import compose
-
-        cfg = compose(list(overrides))
-        digest = hashlib.sha1("\0".join(overrides).encode()).hexdigest()[:10]
-        run_dir = ctx.work_dir / "emulated" / f"{cfg.experiment.name}-{cfg.framework.name}-{digest}"
-        paths = run.emulate(cfg, run_dir)
-        metrics_path = Path(getattr(paths, "metrics", Path(run_dir) / "metrics.json"))
-        ctx.cache[key] = json.loads(metrics_path.read_text())
+        ctx.cache[key] = _emulate_once(tuple(overrides), ctx.work_dir)
     return ctx.cache[key]
+
+
+def _emulation_sets(cases: list[Case]) -> list[tuple[str, ...]]:
+    sets: list[tuple[str, ...]] = []
+    for case in cases:
+        for fig in case.figures:
+            c = fig.compute
+            if c.get("source") == "emulate" and isinstance(c.get("overrides"), list):
+                sets.append(tuple(c["overrides"]))
+            elif c.get("source") == "speedup":
+                for k in ("baseline", "candidate"):
+                    if isinstance(c.get(k), list):
+                        sets.append(tuple(list(c.get("overrides", [])) + c[k]))
+    return list(dict.fromkeys(sets))
+
+
+def _steps_hint(overrides: tuple[str, ...]) -> int:
+    """Emulated trainer steps named in the overrides (a cost estimate; 0 when not named)."""
+    for o in reversed(overrides):
+        key, _, value = o.partition("=")
+        if key in ("workload.steps", "emulator.steps") and value.isdigit():
+            return int(value)
+    return 0
+
+
+def prefetch_emulations(cases: list[Case], ctx: Context, workers: int | None = None) -> None:
+    """Run every distinct emulation the cases need, in parallel processes, into ctx.cache.
+
+    Emulations are independent and CPU-bound; a failure is left uncached so the figure's own
+    evaluation re-raises it (as pending or error) in the table.
+    """
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    todo = [s for s in _emulation_sets(cases) if ("emulate", s) not in ctx.cache]
+    todo.sort(key=_steps_hint, reverse=True)  # longest first: the pool finishes together
+    workers = workers or min(len(todo), os.cpu_count() or 1)
+    if len(todo) < 2 or workers < 2:
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = {s: pool.submit(_emulate_once, s, ctx.work_dir) for s in todo}
+        for s, fut in futures.items():
+            try:
+                ctx.cache[("emulate", s)] = fut.result()
+            except Exception:  # noqa: BLE001 - re-raised by the figure's own evaluation
+                pass
 
 
 def _metric(metrics: dict[str, Any], name: str, where: str) -> float:
