@@ -10,9 +10,13 @@ and SGLang's sources by runners/schemas/derive_slime.py. Logs are parsed by runn
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
+import os
 import shlex
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -625,6 +629,34 @@ class SlimeRunner(Runner):
             sbatch=sbatch,
             notes=self.notes(cfg, mode),
         )
+
+    def validate_native(self, cfg: Any, launch: Launch, timeout_s: float = 600.0) -> list[str]:
+        """Run slime's own parser (slime.utils.arguments.parse_args) on the rendered driver argv.
+
+        Needs slime, Megatron-LM and SGLang importable (the slime container) and the model's HF
+        config at --hf-checkpoint (slime checks the architecture flags against it). Runs in a child
+        process: slime reads sys.argv and imports torch.
+        """
+        if importlib.util.find_spec("slime") is None:
+            return ["slime is not installed here"]
+        driver = next(p for p in launch.processes if p.role == "driver")
+        code = (
+            "import sys; from slime.utils.arguments import parse_args; sys.argv = sys.argv[1:]; parse_args()"
+        )
+        try:
+            out = subprocess.run(
+                [sys.executable, "-c", code, *driver.argv[1:]],
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                env={**os.environ, **driver.env},
+            )
+        except subprocess.TimeoutExpired:
+            return [f"slime's parse_args did not finish in {timeout_s:.0f} s"]
+        if out.returncode != 0:
+            tail = (out.stderr.strip().splitlines() or ["(no output)"])[-1]
+            return [f"slime's parse_args rejected the flags (exit {out.returncode}): {tail}"]
+        return []
 
     def parse_logs(self, log_dir: Path | str, peak_flops: float | None = None) -> ParseResult:
         """slime/Miles console logs under log_dir -> steps rows (rollouts are not logged per sample).

@@ -72,6 +72,7 @@ KEPT_KEYS = frozenset(
         "perf/teacher_log_probs_time", "perf/actor_train_tflops", "perf/actor_train_tok_per_s",
         "perf/rollout_time", "perf/tokens_per_gpu_per_sec", "rollout/raw_reward", "rollout/response_lengths",
         "rollout/total_lengths", "rollout/weight_version/mean", "rollout/weight_version/min",
+        "rollout/zero_std/all_zero_percentage", "rollout/zero_std/all_one_percentage",
     }
 )  # fmt: skip
 KEPT_PREFIXES = ("rollout/dynamic_filter/drop_", "rollout/zero_std/count_")
@@ -407,10 +408,18 @@ def build_steps(
             ]
             if drops and group:
                 row["filtered_samples"] = round(sum(drops) * group)
-            if prompts and "rollout/zero_std/count_1" in rp:
-                row["solve_all_frac"] = rp["rollout/zero_std/count_1"] / prompts
-            if prompts and "rollout/zero_std/count_0" in rp:
-                row["solve_none_frac"] = rp["rollout/zero_std/count_0"] / prompts
+            # Groups whose rewards are all 1 (solved by every sample) / all 0: Miles logs the share of
+            # kept groups (its "percentage" keys are fractions); slime logs counts per reward value.
+            for col, share, rewards in (
+                ("solve_all_frac", "rollout/zero_std/all_one_percentage", ("1", "1.0")),
+                ("solve_none_frac", "rollout/zero_std/all_zero_percentage", ("0", "0.0")),
+            ):
+                if _num(rp, share) is not None:
+                    row[col] = _num(rp, share)
+                elif prompts:
+                    counts = [_num(rp, f"rollout/zero_std/count_{r}") for r in rewards]
+                    if any(c is not None for c in counts):
+                        row[col] = sum(c for c in counts if c is not None) / prompts
             # Miles logs the policy version of the kept samples; the trainer is at version k + 1
             # when it trains on rollout k (version 1 = the initial weight push).
             wv_mean, wv_min = _num(rp, "rollout/weight_version/mean"), _num(rp, "rollout/weight_version/min")

@@ -73,6 +73,7 @@ def test_miles_phases_tokens_and_mfu(miles):
     assert s0["generated_tokens"] == 15390  # tokens/GPU/s x rollout_time x 1 GPU: nothing discarded
     assert s0["native_mfu"] == 18.413116308843197e12 / H100_PEAK
     assert s0["staleness_mean"] == 0.0 and s0["staleness_max"] == 0.0  # colocated, synchronous
+    assert s0["solve_all_frac"] == 0.0 and s0["solve_none_frac"] == 0.0  # Miles' zero_std shares
     assert miles.steps[14]["response_tokens"] == 7298  # 57.015625 x 128
     # first update at 13:45:12.196, launcher start 13:42:31 (REPORT.md: Miles first update 161 s)
     assert s0["t_end_s"] == pytest.approx(161.196, abs=1e-3)
@@ -124,6 +125,10 @@ def test_issue_rollout_side_perf(issue_lines):
     assert rows == [
         {"step": 0, "gen_s": 371.1796889305115, "native_tokens_per_gpu_per_s": 239.12643295688667}
     ]
+    # with the batch shape known (argument dump: 32 prompts), zero_std counts become solve fractions
+    state = feed(["  rollout_batch_size .............................. 32", issue_lines[0]])
+    row = build_steps(state)[0][0]
+    assert (row["solve_all_frac"], row["solve_none_frac"]) == (14 / 32, 12 / 32)
 
 
 def test_issue_train_side_lines(issue_lines):
@@ -327,3 +332,11 @@ def test_golden_render(exp, tmp_path):
     for n in names:
         assert (tmp_path / n).read_text() == (golden / n).read_text(), f"{exp}/{n} differs from the golden"
     assert json.loads((tmp_path / "command.json").read_text())["framework"] == "slime"
+
+
+def test_native_hook_without_slime_installed():
+    cfg = cfg_for("experiment=smoke")
+    runner = load_runner(cfg.framework)
+    if __import__("importlib").util.find_spec("slime") is not None:
+        pytest.skip("slime is installed: the hook would run its real parser")
+    assert runner.validate_native(cfg, runner.render_launch(cfg)) == ["slime is not installed here"]
