@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-GPU_CSV_COLUMNS = ("timestamp", "index", "power_w")
+GPU_CSV_COLUMNS = ("index", "power_w")  # plus a time column: `timestamp` or `epoch`
 GPU_TIME_FORMAT = "%Y/%m/%d %H:%M:%S.%f"  # nvidia-smi --format=csv timestamp
 
 
@@ -109,30 +109,43 @@ def _num(text: str) -> float | None:
 
 
 def read_gpu_csv(path: Path | str) -> list[GpuSample]:
-    """Read 1-s `nvidia-smi` samples (columns timestamp, index, utilization_gpu_pct, memory_used_mib,
-    power_w). Timestamps carry no zone; they are read as UTC, which is what the benchmark host
-    used (its first sample falls within a second of wall_time.env's start_epoch)."""
+    """Read 1-s `nvidia-smi` samples: columns index, power_w, optionally utilization_gpu_pct and
+    memory_used_mib, and a time column, either `timestamp` (nvidia-smi's own, e.g. opd-frameworks)
+    or `epoch` (Unix seconds, the sampler of mopd-frameworks). A `timestamp` carries no zone and is
+    read as UTC, the benchmark host's clock (its first sample falls within a second of
+    wall_time.env's start_epoch)."""
     path = Path(path)
     if not path.is_file():
         raise OpdDataError(f"{path}: missing (1-s nvidia-smi telemetry)")
     samples: list[GpuSample] = []
     with path.open(newline="") as fh:
         reader = csv.DictReader(fh, skipinitialspace=True)
-        missing = [c for c in GPU_CSV_COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise OpdDataError(f"{path}: column(s) {missing} missing; header is {reader.fieldnames}")
+        header = reader.fieldnames or []
+        missing = [c for c in GPU_CSV_COLUMNS if c not in header]
+        time_col = next((c for c in ("timestamp", "epoch") if c in header), None)
+        if missing or time_col is None:
+            raise OpdDataError(
+                f"{path}: column(s) {missing + ([] if time_col else ['timestamp|epoch'])} missing; header is {header}"
+            )
         for n, row in enumerate(reader, 2):
             try:
-                t = datetime.strptime(row["timestamp"].strip(), GPU_TIME_FORMAT).replace(tzinfo=UTC)
+                if time_col == "epoch":
+                    t_epoch = float(row["epoch"])
+                else:
+                    t_epoch = (
+                        datetime.strptime(row["timestamp"].strip(), GPU_TIME_FORMAT)
+                        .replace(tzinfo=UTC)
+                        .timestamp()
+                    )
                 power = _num(row["power_w"])
                 if power is None:
                     continue  # a sample without power cannot enter the energy integral
                 samples.append(
                     GpuSample(
-                        t_epoch=t.timestamp(),
+                        t_epoch=t_epoch,
                         gpu=int(row["index"]),
-                        util_pct=_num(row.get("utilization_gpu_pct", "")),
-                        mem_used_mib=_num(row.get("memory_used_mib", "")),
+                        util_pct=_num(row.get("utilization_gpu_pct") or ""),
+                        mem_used_mib=_num(row.get("memory_used_mib") or ""),
                         power_w=power,
                     )
                 )

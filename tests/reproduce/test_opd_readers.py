@@ -78,6 +78,30 @@ def test_gpu_csv_missing_column_is_named(tmp_path: Path):
     p.write_text("timestamp,index\n")
     with pytest.raises(opd.OpdDataError, match=r"column\(s\) \['power_w'\] missing"):
         opd.read_gpu_csv(p)
+    p.write_text("index,power_w\n")
+    with pytest.raises(opd.OpdDataError, match=r"column\(s\) \['timestamp\|epoch'\] missing"):
+        opd.read_gpu_csv(p)
+
+
+def test_gpu_csv_epoch_layout(tmp_path: Path):
+    """The mopd-frameworks sampler writes Unix seconds in `epoch` (and uuid, name columns)."""
+    p = tmp_path / "gpu.csv"
+    p.write_text(
+        "epoch,index,uuid,name,utilization_gpu_pct,memory_used_mib,memory_total_mib,power_w\n"
+        "1786114848,0,GPU-a,NVIDIA H100 80GB HBM3,0,0,81559,71.19\n"
+        "1786114848,1,GPU-b,NVIDIA H100 80GB HBM3,0,0,81559,69.43\n"
+        "1786114849,0,GPU-a,NVIDIA H100 80GB HBM3,0,0,81559,71.25\n"
+        "1786114849,1,GPU-b,NVIDIA H100 80GB HBM3,0,0,81559,69.45\n"
+    )
+    s = opd.read_gpu_csv(p)
+    assert [(x.t_epoch, x.gpu) for x in s] == [
+        (1786114848.0, 0),
+        (1786114848.0, 1),
+        (1786114849.0, 0),
+        (1786114849.0, 1),
+    ]
+    # 1 s x ((71.19 + 71.25) / 2 + (69.43 + 69.45) / 2) W / 3600
+    assert opd.energy_wh(s) == pytest.approx((71.22 + 69.44) / 3600)
 
 
 def test_report_table_cells(opd_results: Path):
