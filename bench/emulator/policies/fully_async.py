@@ -22,7 +22,9 @@ def schedule(cfg: Any) -> Schedule:
         colocated=False,
         lag=max(1, int(cfg.emulator.async_lag)),
         refill=True,
-        surplus=surplus(cfg, "carry"),
+        # with partial rollout (verl fully_async, AReaL, slime + --partial-rollout) in-flight rollouts
+        # are interrupted when a batch fills and resume under the new weights; otherwise they carry on
+        surplus=surplus(cfg, "abort" if cfg.experiment.partial_rollout else "carry"),
         staleness_bound=max(1, int(cfg.workload.staleness_budget)),
         **common(cfg),
     )
