@@ -9,8 +9,9 @@ Metrics (units as named; "steady" = every step after the first `skip`, default 1
 the benchmark's analysis averages):
   wall_s, framework_wall_s           harness end - start / end - framework launch (s)
   trajectories                       trained samples, summed over steps
-  trajectories_per_s                 trajectories / wall_s (window: framework -> framework_wall_s)
-  generated_tokens_per_s             generated response tokens / wall_s (tokens/s)
+  trajectories_per_s                 trajectories / wall_s (window: framework -> framework_wall_s,
+                                     active -> active_step_s)
+  generated_tokens_per_s             generated response tokens / wall_s (tokens/s; same windows)
   first_update_s                     harness start -> end of the first optimizer step (s);
                                      method: timestamp (default) | tail (see first_update_s)
   steady_step_s, median_step_s       mean / median native step time over steady steps (s)
@@ -163,8 +164,10 @@ def compute(fig: Any, ctx: Context, where: str) -> Outcome:
         if not isinstance(c.get(k), str):
             raise SpecError(f"{where}: key {k!r} missing (a string)")
     metric, skip, window = c["metric"], int(c.get("skip", 1)), c.get("window", "all")
-    if window not in ("all", "framework"):
-        raise SpecError(f"{where}: window={window!r}; expected all | framework")
+    if window not in ("all", "framework", "active"):
+        raise SpecError(f"{where}: window={window!r}; expected all | framework | active")
+    if window == "active" and metric not in ("trajectories_per_s", "generated_tokens_per_s"):
+        raise SpecError(f"{where}: window=active applies to rates only, not {metric!r}")
     if metric in ("wall_s", "framework_wall_s"):
         # Needs only the harness file: no runner, so it never waits on a parser.
         folder = opd.resolve_benchmark(ctx.data_root, c["benchmark"]) / "results" / c["run"]
@@ -178,7 +181,9 @@ def compute(fig: Any, ctx: Context, where: str) -> Outcome:
     r = load_run(c["benchmark"], c["run"], c["framework"], ctx)
     used = f"{c['run']}/ parsed by runners.{c['framework']}"
     checks: list[str] = []  # parser warnings stay in the ingested run's manifest
-    den = r.wall.framework_wall_s if window == "framework" else r.wall.wall_s
+    den = {"all": r.wall.wall_s, "framework": r.wall.framework_wall_s}.get(window)
+    if window == "active":  # the sum of native step times (mopd-frameworks' "active step time")
+        den = float(_col(r.steps, "step_s", "native step time").sum())
     steady = r.steady(skip)
     if metric == "trajectories":
         value = _trajectories(r)
