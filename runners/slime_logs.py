@@ -42,6 +42,7 @@ JSON_VALUE = {"nan": "NaN", "inf": "Infinity", "True": "true", "False": "false",
 BARE_FLOAT = re.compile(r"(?<=[:,\[(] )(-?)(nan|inf)(?=[,}\])])")
 NUMPY_SCALAR = re.compile(r"np\.(?:float|int)\d*\(([^()]*)\)")
 REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\].*$")
+PARTIAL = re.compile(rb"Collected (\d+) partial samples into the data buffer")
 MAPPED_KINDS = (b"perf", b"rollout")  # other kinds are counted, their payloads not decoded
 DRIVERS = ("train.py", "train_async.py")
 DRIVER_CMD = re.compile(rb"python[\d.]*\s+(?:-u\s+)?\S*?train(?:_async)?\.py(?:\s|$)")
@@ -141,6 +142,10 @@ class LogState:
         self.first_ts: float | None = None
         self.skipped = 0
         self.unknown_perf = 0
+        # "Collected N partial samples into the data buffer" (partial rollout's abort) since the last
+        # rollout-side perf record, then per rollout id: samples buffered for resumption
+        self.partial_pending = 0
+        self.partial_by_rollout: dict[int, int] = {}
         self.lines = 0
 
     def seen_ts(self, ts: float | None) -> None:
@@ -153,13 +158,20 @@ class LogState:
         find, rfind, size = buf.find, buf.rfind, len(buf)
         # The argument dump is printed once at start-up, before any record: stop looking after it.
         dump_end = size if not self.counts else 0
+        # Partial-rollout aborts come before their rollout's perf record: merge both by position.
+        partials = (
+            [(m.start(), int(m.group(1))) for m in PARTIAL.finditer(buf)] if b"partial samples" in buf else []
+        )
         pos = 0
         while (at := find(b": {", pos)) >= 0:
             start = rfind(b"\n", 0, at) + 1
             end = find(b"\n", at)
             end = size if end < 0 else end
+            while partials and partials[0][0] < start:
+                self.partial_pending += partials.pop(0)[1]
             self._record(buf, start, at, end)
             pos = end
+        self.partial_pending += sum(n for _, n in partials)
         pos = 0
         while (at := find(b" ....", pos, dump_end)) >= 0:
             start = rfind(b"\n", 0, at) + 1
@@ -213,6 +225,9 @@ class LogState:
                     self.train_perf_ts[rid] = ts
             elif is_rollout:
                 self.rollout_perf.setdefault(rid, {}).update(payload)
+                if self.partial_pending:
+                    self.partial_by_rollout[rid] = self.partial_by_rollout.get(rid, 0) + self.partial_pending
+                    self.partial_pending = 0
             else:
                 self.unknown_perf += 1
         else:
@@ -314,6 +329,20 @@ def _mode(shape: dict[str, Any], argv: list[str]) -> str | None:
     return None
 
 
+def staleness_bound(mode: str | None, shape: dict[str, Any]) -> int | None:
+    """Policy versions a trained sample may lag, by construction of the driver (not measured).
+
+    train.py is on-policy (0); train_async.py lags by --update-weights-interval; partial rollout
+    and custom rollout functions (e.g. fully async) have no bound (None).
+    """
+    if shape.get("rollout_function_path"):
+        return None
+    if mode in ("sync", "colocate_sync"):
+        return 0
+    interval = shape.get("update_weights_interval", 1)
+    return interval if mode == "async" and isinstance(interval, int) else None
+
+
 def build_steps(
     state: LogState, peak_flops: float | None = None, t0: float | None = None
 ) -> tuple[list[dict], list[str], dict]:
@@ -384,6 +413,9 @@ def build_steps(
             "native_actor_train_tok_per_s": _num(tp, "perf/actor_train_tok_per_s"),
             "native_train_time_s": _num(tp, "perf/train_time"),
             "native_tokens_per_gpu_per_s": _num(rp, "perf/tokens_per_gpu_per_sec"),
+            "native_partial_samples_buffered": (
+                float(state.partial_by_rollout[k]) if k in state.partial_by_rollout else None
+            ),
         }
         ts = state.train_perf_ts.get(k)
         if ts is not None and t0 is not None:
@@ -430,9 +462,11 @@ def build_steps(
         rows.append({key: v for key, v in row.items() if v is not None})
 
     first = state.train_perf.get(train_ids[0]) if train_ids else None
+    mode = _mode(shape, state.argv)
     run_info = {
         "driver_argv": state.argv,
-        "mode": _mode(shape, state.argv),
+        "mode": mode,
+        "staleness_bound": staleness_bound(mode, shape),
         "batch_shape": {k: shape.get(k) for k in SHAPE_KEYS if k in shape},
         "initial_update_weights_s": _num(first, "perf/update_weights_time"),
         "records": dict(sorted(state.counts.items())),

@@ -83,6 +83,7 @@ def test_miles_phases_tokens_and_mfu(miles):
 def test_miles_run_info(miles):
     info = miles.run_info
     assert info["mode"] == "colocate_sync"
+    assert info["staleness_bound"] == 0
     assert info["driver_argv"][:2] == ["python3", "train.py"]
     assert info["batch_shape"]["rollout_batch_size"] == 8
     assert info["records"] == {"perf": 30, "rollout": 15, "step": 30}  # step dicts are printed twice
@@ -179,6 +180,18 @@ def test_truncated_interleaved_and_foreign_lines_never_crash():
     assert state.skipped == 2  # the interleaved and the truncated record; garbage is not a record
     assert any("2 record line(s)" in w for w in warnings)
     assert state.counts["step"] == 1
+
+
+def test_partial_samples_are_attributed_to_their_rollout():
+    perf = "(RolloutManager pid=2) [2026-01-05 12:20:{s:02d}] rollout.py:1 - perf {i}: {{'perf/rollout_time': 5.0}}"
+    partial = "(RolloutManager pid=2) [2026-01-05 12:20:{s:02d}] sglang_rollout.py:9 - Collected {n} partial samples into the data buffer"
+    block = "\n".join(
+        [partial.format(s=1, n=24), perf.format(s=2, i=0), perf.format(s=3, i=1), partial.format(s=4, n=8), perf.format(s=5, i=2)]
+    )  # fmt: skip
+    state = feed([block])
+    assert state.partial_by_rollout == {0: 24, 2: 8}
+    rows = build_steps(state)[0]
+    assert [r.get("native_partial_samples_buffered") for r in rows] == [24.0, None, 8.0]
 
 
 def test_parse_logs_on_missing_or_empty_dir(tmp_path):
