@@ -97,6 +97,16 @@ def _lines(ax: plt.Axes, ctx: Ctx, x: str, y: str, ls: str = "-", suffix: str = 
     return n
 
 
+def _bars_height(n: int, per_bar: float, extra: float) -> float:
+    """Figure height (inches) for n horizontal bars, capped so a 100-run sweep stays one screen."""
+    return min(extra + per_bar * n, 11.0)
+
+
+def _bars_font(n: int) -> float:
+    """Tick-label size for n bars: shrinks once the height cap squeezes the bars."""
+    return max(4.0, min(8.0, 260.0 / max(n, 1)))
+
+
 def fig_queue_health(ctx: Ctx) -> plt.Figure:
     has_depth = any(
         s.production is not None and s.production["queue_depth"].notna().any() for s in ctx.series
@@ -160,7 +170,8 @@ def fig_step_breakdown(ctx: Ctx) -> plt.Figure:
     df = pd.DataFrame(
         [{k: b.get(k, 0.0) for k in BREAKDOWN} for _, b in rows], index=[lbl for lbl, _ in rows]
     )
-    fig, ax = plt.subplots(figsize=(8, 1.5 + 0.32 * len(df)))
+    fig, ax = plt.subplots(figsize=(8, _bars_height(len(df), 0.32, 1.5)))
+    ax.tick_params(axis="y", labelsize=_bars_font(len(df)))
     left = np.zeros(len(df))
     names = {
         "wait_s": "idle (waiting for data)",
@@ -262,8 +273,10 @@ def fig_cost(ctx: Ctx) -> plt.Figure:
     ).dropna()
     if long.empty:
         raise Omitted("no run has cost_per_mtok_usd or tinker_equiv_per_mtok_usd in metrics.json")
-    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.4 * long["run"].nunique()))
+    n = long["run"].nunique()
+    fig, ax = plt.subplots(figsize=(8, _bars_height(n, 0.4, 0.9)))
     sns.barplot(data=long, y="run", x="$ / M tokens", hue="price", ax=ax, orient="h")
+    ax.tick_params(axis="y", labelsize=_bars_font(n))
     ax.set(ylabel="", title="cost per million trained tokens")
     return fig
 

@@ -161,6 +161,17 @@ def _read_json(path: Path) -> dict[str, Any]:
     return obj
 
 
+def dispatch(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The `dispatch` block `bench run` writes (Slurm ids, nodes, times, exit state), or {}."""
+    d = manifest.get("dispatch")
+    return d if isinstance(d, dict) else {}
+
+
+def failure_reason(manifest: dict[str, Any]) -> str:
+    """Why a run failed or is partial: manifest `reason`, else dispatch.reason; "" when none."""
+    return str(manifest.get("reason") or dispatch(manifest).get("reason") or "")
+
+
 def load_run(root: Path) -> Run:
     """Read one run's manifest.json and metrics.json (absent metrics -> reasons in `missing`)."""
     paths = RunPaths(Path(root))
@@ -177,7 +188,7 @@ def load_run(root: Path) -> Run:
     else:
         metrics = {}
         why = f"no metrics.json (run status: {manifest['status']}"
-        why += f": {manifest['reason']})" if manifest.get("reason") else ")"
+        why += f": {failure_reason(manifest)})" if failure_reason(manifest) else ")"
         missing = {k: why for k in METRIC_KEYS}
     return Run(paths, manifest, metrics, missing)
 
@@ -200,10 +211,11 @@ def resolved_config(manifest: dict[str, Any]) -> dict[str, Any]:
 def sweep_keys(runs: list[Run]) -> list[str]:
     """Config keys that take more than one value among the runs of any one framework.
 
-    An explicit `manifest["sweep"]` ({key: value}) wins; otherwise resolved configs are
+    An explicit sweep point wins (`manifest["sweep_point"]`, written by `bench run` for Hydra
+    multiruns, or `manifest["sweep"]`; both {key: value}); otherwise resolved configs are
     compared (framework-specific keys excluded: they differ across frameworks by design).
     """
-    explicit = sorted({k for r in runs for k in (r.manifest.get("sweep") or {})})
+    explicit = sorted({k for r in runs for k in _explicit_sweep(r.manifest)})
     if explicit:
         return explicit
     by_fw: dict[str, list[dict[str, Any]]] = {}
@@ -219,8 +231,23 @@ def sweep_keys(runs: list[Run]) -> list[str]:
     return sorted(keys)
 
 
+def _explicit_sweep(manifest: dict[str, Any]) -> dict[str, Any]:
+    point = manifest.get("sweep_point") or manifest.get("sweep") or {}
+    return point if isinstance(point, dict) else {}
+
+
+def _number(v: Any) -> float | None:
+    """A swept value as a float (override values arrive as strings), else None."""
+    if isinstance(v, bool):
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
 def _sweep_values(run: Run, keys: list[str]) -> dict[str, Any]:
-    explicit = run.manifest.get("sweep") or {}
+    explicit = _explicit_sweep(run.manifest)
     flat = _flatten(resolved_config(run.manifest))
     return {k: explicit.get(k, flat.get(k)) for k in keys}
 
@@ -251,9 +278,7 @@ def summarize(runs: list[Run]) -> pd.DataFrame:
             "mode": str(r.manifest["mode"]),
             "status": str(r.manifest["status"]),
             "sweep": label,
-            "sweep_value": float(first)
-            if isinstance(first, int | float) and not isinstance(first, bool)
-            else None,
+            "sweep_value": _number(first),
             "path": str(r.paths.root),
         }
         for k in METRIC_KEYS:
@@ -273,6 +298,10 @@ def summarize(runs: list[Run]) -> pd.DataFrame:
             if row[d] != row[d]:
                 r.missing[d] = r.missing.get(a) or r.missing.get(b) or f"{a} / {b} not computable"
         rows.append(row)
+    labels = [r.label for r in runs]
+    for r in runs:  # legends and colours are keyed by label: two runs must never share one
+        if labels.count(r.label) > 1:
+            r.manifest["_sweep_label"] = f"{r.manifest['_sweep_label']} {r.run_id}".strip()
     df = pd.DataFrame(rows, columns=list(SUMMARY_SCHEMA)).astype(SUMMARY_SCHEMA)
     df = df.sort_values(["framework", "sweep_value", "sweep", "run_id"], kind="stable").reset_index(drop=True)
     check_schema(df)

@@ -15,11 +15,20 @@ from typing import Any
 import jinja2
 import pandas as pd
 
-from bench.report.load import METRIC_COLUMNS, Column, Run, matching_point, resolved_config
+from bench.report.load import (
+    METRIC_COLUMNS,
+    Column,
+    Run,
+    dispatch,
+    failure_reason,
+    matching_point,
+    resolved_config,
+)
 from bench.report.series import Series
 
 NOT_REPORTED = "not reported"
 LAUNCH_FILE_MAX = 20_000  # characters of one launch file shown in the report; the rest is cut
+FINDING_NAMES = 3  # runs named in one finding; more ties are counted, not listed
 MODE_BADGE = {"native": "measured", "emulated": "emulated"}
 
 
@@ -103,18 +112,21 @@ def findings(runs: list[Run], df: pd.DataFrame) -> list[str]:
     for key in ("trajectories_per_s", "trainer_idle_frac", "mfu", "staleness_mean", "cost_per_mtok_usd"):
         c, rows = cols[key], sorted(best_rows(df, cols[key]))
         if rows:
-            who = ", ".join(
+            names = [
                 f"{df.at[i, 'framework']}{' ' + df.at[i, 'sweep'] if df.at[i, 'sweep'] else ''}"
                 f" ({badge(str(df.at[i, 'mode']))})"
                 for i in rows
-            )
+            ]
+            who = ", ".join(names[:FINDING_NAMES])
+            if len(names) > FINDING_NAMES:
+                who += f" and {len(names) - FINDING_NAMES} more runs tied"
             word = {"higher": "Highest", "lower": "Lowest"}[c.better]
             out.append(
-                f"{word} {c.label.lower()}: {who} at {fmt(float(df.at[rows[0], key]), c)} {c.unit}".rstrip()
+                f"{word} {c.label[0].lower() + c.label[1:]}: {who} at {fmt(float(df.at[rows[0], key]), c)} {c.unit}".rstrip()
             )
     for i, r in enumerate(runs):
         if r.manifest["status"] != "completed":
-            why = r.manifest.get("reason") or "no reason recorded"
+            why = failure_reason(r.manifest) or "no reason recorded"
             out.append(f"Run {df.at[i, 'run_id']} ({df.at[i, 'framework']}) is {r.manifest['status']}: {why}")
     sw = df.dropna(subset=["sweep_value"])
     for fw, g in sw.groupby("framework"):
@@ -161,16 +173,34 @@ def run_details(runs: list[Run], series: list[Series]) -> list[dict[str, Any]]:
     out = []
     for i, (r, s) in enumerate(zip(runs, series, strict=True)):
         m, cfg = r.manifest, resolved_config(r.manifest)
+        d = dispatch(m)
+        job = d.get("slurm_job_id") or m.get("slurm_job_ids") or ""
+        if d.get("array_job_id") is not None:
+            job = f"{job} (array {d['array_job_id']}_{d.get('array_index')})"
+        emu = m.get("emulator") if isinstance(m.get("emulator"), dict) else {}
         facts = {
             "framework": f"{m['framework']} {m.get('framework_version', '')}".strip(),
-            "mode": badge(m["mode"]),
-            "status": m["status"] + (f" — {m['reason']}" if m.get("reason") else ""),
-            "cluster": m.get("cluster", cfg.get("cluster", {}).get("name", "")),
-            "nodes": ", ".join(map(str, m.get("nodes") or m.get("node_list") or [])),
-            "Slurm job ids": ", ".join(map(str, m.get("slurm_job_ids") or m.get("job_ids") or [])),
-            "start / end": " / ".join(str(m.get(k, "")) for k in ("start", "end")).strip(" /"),
-            "suite revision": m.get("git_revision") or m.get("suite_revision") or "",
-            "versions": ", ".join(f"{k} {v}" for k, v in (m.get("versions") or {}).items()),
+            "mode": badge(m["mode"])
+            + (f" (native mode {emu['native_mode']})" if emu.get("native_mode") else ""),
+            "status": m["status"] + (f" — {failure_reason(m)}" if failure_reason(m) else ""),
+            "emulator policy": emu.get("policy", ""),
+            "cluster": m.get("cluster") or cfg.get("cluster", {}).get("name", ""),
+            "executor": d.get("executor", ""),
+            "nodes": _join(d.get("node_list") or m.get("nodes") or ""),
+            "GPUs": d.get("gpus") or "",
+            "Slurm job id": _join(job),
+            "requeues": d.get("requeues") or "",
+            "submitted / started / ended": " / ".join(
+                str(d.get(k) or "–") for k in ("submitted_at", "started_at", "ended_at")
+            )
+            if d
+            else "",
+            "overrides": " ".join(map(str, m.get("overrides") or [])),
+            "suite revision": m.get("git_revision") or "",
+            "versions": _join(m.get("versions") or ""),
+            "source logs": m.get("source_logs") or "",
+            "parsed files": _join(m.get("parsed_files") or ""),
+            "skipped log lines": m.get("skipped_lines") or "",
             "steady-state window": _window_text(r.metrics.get("window")),
         }
         workload = {k: cfg[k] for k in ("workload", "experiment", "model", "hardware") if k in cfg}
@@ -182,12 +212,27 @@ def run_details(runs: list[Run], series: list[Series]) -> list[dict[str, Any]]:
                 "path": str(r.paths.root),
                 "facts": {k: str(v) for k, v in facts.items() if v not in ("", None)},
                 "workload": json.dumps(workload, indent=2, default=str) if workload else "",
+                "provenance": {
+                    name: json.dumps(m[key], indent=2, default=str)
+                    for key, name in (("run_info", "Native run info"), ("emulator", "Emulator provenance"))
+                    if m.get(key)
+                },
+                "notes": [str(n) for n in emu.get("notes") or []],
                 "launch": _launch_files(r),
                 "warnings": _warnings(r, s),
                 "missing": sorted(r.missing.items()),
             }
         )
     return out
+
+
+def _join(v: Any) -> str:
+    """Lists and dicts as one readable line; anything else as str."""
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {x}" for k, x in v.items())
+    if isinstance(v, list | tuple):
+        return ", ".join(map(str, v))
+    return str(v)
 
 
 def _window_text(w: Any) -> str:
