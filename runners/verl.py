@@ -386,7 +386,10 @@ class VerlRunner(Runner):
         }
         secrets = ["HF_TOKEN"]
         gpn = lay["gpus_per_node"]
-        procs = [*ray_processes(lay["nodes"], gpn), Process("driver", 0, driver, env=env, secret_env=secrets)]
+        ray = ray_processes(lay["nodes"], gpn)
+        for p in ray:  # job.sbatch exports env before `ray start`: every raylet (and actor) inherits it
+            p.env, p.secret_env = dict(env), list(secrets)
+        procs = [*ray, Process("driver", 0, driver, env=env, secret_env=secrets)]
         roles = {0: "ray head + verl driver"}
         if mode in DISAGGREGATED_MODES and lay["nodes"] > 1:
             for r in range(lay["nodes"]):
