@@ -479,3 +479,23 @@ def test_console_parse_rate_and_step_count(tmp_path):
     rate = size / 1e6 / (time.process_time() - c0)
     assert len(r.steps) % 15 == 0 and r.steps[-1]["step"] == len(r.steps)
     assert rate >= 50, f"{rate:.0f} MB/s"
+
+
+def test_sbatch_runs_the_driver_with_the_rendered_argv(tmp_path):
+    """The whole job.sbatch, against stub srun/scontrol/ray, hands the driver exactly command.json's
+    argv with {run_dir} filled in (a recorder replaces python3 through BENCH_DRIVER)."""
+    from test_slurm import _stub_run
+
+    _, launch = _launch("experiment=smoke")
+    recorder = '#!/bin/bash\nprintf "%s\\n" "$@" > "$STUB_LOG.argv"\necho "VERL=$VERL_FILE_LOGGER_PATH" >> "$STUB_LOG"\n'
+    res, log = _stub_run(
+        tmp_path,
+        launch.sbatch,
+        {"STUB_NODES": "2", "SLURM_JOB_NODELIST": "n[0-1]"},
+        stubs={"recorder": recorder},
+    )
+    assert res.returncode == 0, res.stderr
+    run_dir = str(tmp_path / "run dir")
+    want = [a.replace("{run_dir}", run_dir) for a in _driver(launch)]
+    assert (tmp_path / "stub.log.argv").read_text().splitlines() == want
+    assert f"VERL={run_dir}/logs/verl_metrics.jsonl" in log
