@@ -45,6 +45,7 @@ def print_table(rows: list[table.Row]) -> None:
         "pass": "green",
         "fail": "red",
         "contradicted": "dark_orange",
+        "calibrated": "blue",
         "pending": "yellow",
         "n/a": "dim",
         "error": "magenta",

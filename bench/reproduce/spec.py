@@ -48,6 +48,9 @@ class Figure:
     # The source's own other figures contradict this one (say how): a miss is then status
     # "contradicted", not "fail", so --strict does not fail on the publication's own error.
     contradicted: str = ""
+    # An input of the case was fitted to this figure (say which): the row shows the fit, status
+    # "calibrated"; it is not a prediction and never passes or fails.
+    calibrated: str = ""
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,7 @@ _FIG_KEYS = {
     "source_url",
     "note",
     "contradicted",
+    "calibrated",
 }
 
 
@@ -157,6 +161,7 @@ def parse_case(raw: Any, path: Path) -> Case:
                 source_url=str(f.get("source_url", "")),
                 note=str(f.get("note", "")).strip(),
                 contradicted=str(f.get("contradicted", "")).strip(),
+                calibrated=str(f.get("calibrated", "")).strip(),
             )
         )
     return Case(

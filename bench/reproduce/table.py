@@ -3,7 +3,8 @@
 Columns: case, figure, published, ours, error %, tolerance, status, ours from (raw logs |
 emulated | computed), plus what ours was computed from and any note. Status is one of
 pass | fail | contradicted (a miss on a figure the source's own other figures contradict;
-the table says how) | pending (a stage of the suite is not there yet) | n/a (cannot be reproduced; the
+the table says how) | calibrated (an input was fitted to this figure: a fit, not a
+prediction) | pending (a stage of the suite is not there yet) | n/a (cannot be reproduced; the
 reason is in the note) | error (the computation raised; the message is in the note).
 """
 
@@ -19,7 +20,7 @@ from bench.reproduce import opd, sources
 from bench.reproduce.spec import UNITS_PERCENT, Case, Figure, SpecError
 from bench.trace import atomic_path
 
-STATUSES = ("pass", "fail", "contradicted", "pending", "n/a", "error")
+STATUSES = ("pass", "fail", "contradicted", "calibrated", "pending", "n/a", "error")
 
 
 @dataclass
@@ -93,7 +94,10 @@ def evaluate_figure(case: Case, fig: Figure, ctx: sources.Context) -> Row:
         notes += out.checks
         row.error_pct = error_pct(row.ours, row.published)
         row.status = "pass" if abs(row.error_pct) <= tol else "fail"
-        if fig.contradicted:
+        if fig.calibrated:
+            notes.insert(0, f"calibration target, not a prediction: {fig.calibrated}")
+            row.status = "calibrated"
+        elif fig.contradicted:
             notes.insert(0, f"source contradicts itself: {fig.contradicted}")
             if row.status == "fail":
                 row.status = "contradicted"
@@ -184,7 +188,7 @@ HTML = """<!doctype html>
 body{font-family:system-ui,sans-serif;margin:2em;max-width:110em}
 table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ccc;padding:.3em .5em;vertical-align:top}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
-.pass{background:#e6f4e6}.contradicted{background:#fde9d0}.fail{background:#fbe3e3}.pending{background:#fff6d6}.na{background:#eee}.error{background:#f6d0f6}
+.pass{background:#e6f4e6}.contradicted{background:#fde9d0}.calibrated{background:#e3ecfb}.fail{background:#fbe3e3}.pending{background:#fff6d6}.na{background:#eee}.error{background:#f6d0f6}
 .emulated{font-style:italic}
 </style></head><body>
 <h1>Published figures, reproduced</h1>

@@ -35,6 +35,11 @@ figures:
     published: 50
     note: "<script>alert(1)</script>"
     compute: {source: arithmetic, op: product, args: [idle, 1]}
+  - id: fitted
+    figure: a calibration target
+    published: 2.75
+    calibrated: an efficiency was fitted to it
+    compute: {source: arithmetic, op: product, args: [consumption, 1.01]}
   - id: never
     figure: not reproducible
     published: 1
@@ -62,6 +67,9 @@ def test_rows_error_and_status(published_dir: Path, tmp_path: Path):
     m = rows["miss"]
     assert m.ours == pytest.approx(30.0)  # unit "%": the fraction 0.30 shown x100
     assert (m.error_pct, m.status) == (pytest.approx(-40.0), "fail")
+    f = rows["fitted"]  # 1% off, but a fit is never a pass or a fail
+    assert (f.status, f.error_pct) == ("calibrated", pytest.approx(1.0))
+    assert f.note.startswith("calibration target, not a prediction: an efficiency was fitted")
     n = rows["never"]
     assert (n.status, n.ours, n.ours_from) == ("n/a", None, "-")
     assert "the logs were never published" in n.note
@@ -78,9 +86,9 @@ def test_outputs_are_written_and_html_is_escaped(published_dir: Path, tmp_path: 
         "| check | consumption x (1 - idle) (samples/s) | 1.95 | 1.925 | -1.3% | ±3% | pass | computed |"
         in md
     )
-    assert "4 figures: 1 pass, 1 fail, 1 contradicted, 1 n/a" in md
+    assert "5 figures: 1 pass, 1 fail, 1 contradicted, 1 calibrated, 1 n/a" in md
     assert "- `idle` = 0.3 fraction (paper)" in md
-    assert (out / "reproduce.csv").read_text().count("\n") == 5
+    assert (out / "reproduce.csv").read_text().count("\n") == 6
 
 
 def test_strict_exits_nonzero_only_on_fail(published_dir: Path, tmp_path: Path):
@@ -89,7 +97,7 @@ def test_strict_exits_nonzero_only_on_fail(published_dir: Path, tmp_path: Path):
     assert main([*args, "--strict"]) == 1  # the plain miss
     text = (published_dir / "check.yaml").read_text()
     (published_dir / "check.yaml").write_text(text.replace("published: 50", "published: 30"))
-    assert main([*args, "--strict"]) == 0  # contradicted and n/a do not fail --strict
+    assert main([*args, "--strict"]) == 0  # contradicted, calibrated and n/a do not fail --strict
 
 
 def test_bad_selection_exits_2(capsys):
