@@ -75,3 +75,44 @@ def test_schema_drift_fails_loudly(three_runs):
         check_schema(df.assign(mfu=df["mfu"].astype(str)))
     with pytest.raises(ReportError, match="extra"):
         check_schema(df.assign(extra=pd.Series(1.0, index=df.index)))
+
+
+def test_run_labels_are_unique_even_for_two_runs_of_one_framework(three_runs):
+    runs, _ = load([three_runs])
+    assert sorted(r.label for r in runs) == ["prime_rl", "slime", "verl verl-0", "verl verl-failed"]
+
+
+def test_sweep_point_from_bench_run_wins_and_string_values_become_numbers(tmp_path):
+    from bench.report.synthetic import make_run
+
+    for gpus in ("8", "16"):
+        make_run(
+            tmp_path / f"g{gpus}",
+            "verl",
+            steps=3,
+            rollouts=False,
+            metrics={},
+            sweep_point={"experiment.generator_gpus": gpus},
+            config={"experiment": {"seed": int(gpus)}},
+        )
+    _, df = load([tmp_path])
+    assert list(df["sweep"]) == [
+        "generator_gpus=8",
+        "generator_gpus=16",
+    ]  # the seed differs too, but is not swept
+    assert list(df["sweep_value"]) == [8.0, 16.0]
+
+
+def test_failure_reason_comes_from_the_dispatch_block(tmp_path):
+    from bench.report.synthetic import make_run
+
+    make_run(
+        tmp_path / "r",
+        "slime",
+        steps=3,
+        status="failed",
+        metrics=None,
+        dispatch={"reason": "NODE_FAIL on gpu-07", "slurm_job_id": "4242"},
+    )
+    runs, _ = load([tmp_path])
+    assert runs[0].missing["mfu"] == "no metrics.json (run status: failed: NODE_FAIL on gpu-07)"
