@@ -245,7 +245,9 @@ ARCH_FAMILY: dict[str, dict[str, Any]] = {
     "glm4_moe": {"rope_theta": 1_000_000, "eps": "1e-5", "qk_norm": True, "router": "sigmoid",
                  "rotary_percent": "0.5", "qkv_bias": True},
     "glm_moe_dsa": {"rope_theta": 1_000_000, "eps": "1e-5", "qk_norm": True, "router": "sigmoid",
-                    "spec": ["slime_plugins.models.glm5.glm5", "get_glm5_spec"]},
+                    "spec": ["slime_plugins.models.glm5.glm5", "get_glm5_spec"],
+                    # DSA attention gathers the whole sequence under CP (slime's glm5-744B-A40B.sh)
+                    "extra": [("--allgather-cp", None), ("--make-vocab-size-divisible-by", 16)]},
 }  # fmt: skip
 # Per-checkpoint exceptions (HF config.json of each repo).
 ARCH_OVERRIDES: dict[str, dict[str, Any]] = {
@@ -282,6 +284,7 @@ def model_flags(model: Any) -> list[tuple[str, Any]]:
         f.append(("--add-qkv-bias", None))
     if not model.tied_embeddings:
         f.append(("--untie-embeddings-and-output-weights", None))
+    f += fam.get("extra", [])
     if model.routed_experts:
         moe_layers = model.layers - model.dense_layers
         f += [("--num-experts", model.routed_experts), ("--moe-router-topk", model.top_k),

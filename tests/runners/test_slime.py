@@ -305,6 +305,22 @@ def test_every_rendered_flag_is_in_the_schema(overrides):
     assert "pkill" not in launch.sbatch
 
 
+def test_glm5_gets_mla_and_dsa_flags():
+    f = flags_of(cfg_for("experiment=semianalysis_case2", "experiment.frameworks=[slime]"))
+    assert f["--spec"] == "slime_plugins.models.glm5.glm5 get_glm5_spec"
+    assert "--multi-latent-attention" in f and "--allgather-cp" in f
+    assert (f["--q-lora-rank"], f["--kv-lora-rank"], f["--qk-head-dim"], f["--v-head-dim"]) == (
+        "2048",
+        "512",
+        "192",
+        "256",
+    )
+    assert f["--moe-layer-freq"] == "[0]*3+[1]*75"
+    assert f["--moe-shared-expert-intermediate-size"] == "2048"
+    assert f["--rollout-num-gpus-per-engine"] == "32"  # tp 1 x dp 32 (DP attention)
+    assert f["--sglang-dp-size"] == "32" and "--sglang-enable-dp-attention" in f
+
+
 def test_schema_provenance_and_coverage():
     schema = slime.load_schema()
     assert schema["sources"]["slime"]["commit"].startswith("a6272da0d4f3")
