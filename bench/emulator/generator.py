@@ -111,7 +111,8 @@ class Pool:
         return np.inf
 
     def step(self) -> list[tuple[int, np.ndarray]]:
-        """Process the next event; return the groups it completed with each rollout's finish time (s)."""
+        """Process the next event; return the groups it completed as (group, placement record);
+        `finish_times(record, t)` gives each rollout's finish time."""
         t, _, kind, x, _ = heapq.heappop(self.heap)
         if kind == JOIN:
             grp = self.groups[x]
@@ -132,20 +133,17 @@ class Pool:
                 continue
             self.B[e] = max(self.B[e] - grp[6], 0.0)
             self.n[e] -= 1
-            out.append((grp[8], self._finish_times(grp, t)))
+            out.append((grp[8], grp))
         if not self.groups:
             self.busy_s += t - self._busy_since
         self._reschedule(e)
         return out
 
     @staticmethod
-    def _finish_times(grp: list, t: float) -> np.ndarray:
-        """Each rollout's finish (s): its own delay, then its tokens at the group's mean rate."""
-        _, t0, delay, work, d, w, _, _, _ = grp
-        span = t - (t0 + d)
-        if span <= 0 or w <= 0:
-            return np.full(len(work), t)
-        return np.clip(t0 + delay + work * (span / w), t0 + delay, t)
+    def finish_times(grp: list, t: float) -> np.ndarray:
+        """Each rollout's finish (s) in a group completed at t: its own delay, then its tokens at the
+        group's mean rate (the critical rollout's w tokens took t - (t0 + d) seconds)."""
+        return finish_times(grp[1], grp[4], grp[5], t, grp[2], grp[3])
 
     def stop_all(self, t: float) -> dict[int, np.ndarray]:
         """Stop every group at t (cancel or abort); return tokens each rollout had decoded."""
@@ -172,3 +170,10 @@ class Pool:
         if self.groups:
             self.busy_s += t - self._busy_since
             self._busy_since = t
+
+
+def finish_times(t0, d, w, t, delay, work):
+    """Vectorised over groups too: rollouts start decoding at t0 + delay and finish at t at the latest."""
+    span = np.maximum(np.asarray(t) - (np.asarray(t0) + d), 0.0)
+    rate_inv = np.where(np.asarray(w) > 0, span / np.maximum(w, 1e-12), 0.0)
+    return np.clip(np.asarray(t0) + delay + work * rate_inv, np.asarray(t0) + delay, t)

@@ -21,7 +21,7 @@ import numpy as np
 
 from bench.emulator.costmodel import EngineModel, TrainerModel, rate_table
 from bench.emulator.draws import Draws
-from bench.emulator.generator import Pool
+from bench.emulator.generator import Pool, finish_times
 from bench.emulator.policies import Schedule
 
 # rollout status codes; STATUS_NAMES maps them to the trace's names (still in flight at the end: aborted)
@@ -142,6 +142,8 @@ class Loop:
         self.waiting: deque[tuple[int, Any, Any]] = deque()
         self.resume: deque[int] = deque()
         self.resumed: set[int] = set()
+        self.fin_groups: list[int] = []  # fresh groups completed, and (t0, d, w, t) of each
+        self.fin_params: list[tuple[float, float, float, float]] = []
         self.filling = 1
         self.batch_groups: dict[int, list[int]] = {1: []}
         self.batch_filtered: dict[int, list[int]] = {1: []}
@@ -269,16 +271,19 @@ class Loop:
                 self._next_group(t)
 
     # --- completions ----------------------------------------------------------------------------
-    def _complete(self, g: int, fin: np.ndarray, t: float) -> None:
-        """Group g finished on its engine at t; `fin`: each rollout's finish time (s)."""
+    def _complete(self, g: int, grp: list, t: float) -> None:
+        """Group g finished on its engine at t (`grp`: its placement record in the Pool)."""
         rows, r = self._rows(g), self.roots.cols
         if g in self.resumed:  # members that finished before the abort keep their results
+            fin = Pool.finish_times(grp, t)
             run = r["status"][rows] == RUNNING
             idx = np.arange(rows.start, rows.stop)[run]
             r["t_finish"][idx], r["v_end"][idx], r["status"][idx] = fin[run], self.version, PENDING
             r["tokens"][idx] = r["seg_work"][idx]
-        else:
-            r["t_finish"][rows], r["v_end"][rows], r["status"][rows] = fin, self.version, PENDING
+        else:  # finish times are computed for all such groups at once at the end
+            self.fin_groups.append(g)
+            self.fin_params.append((grp[1], grp[4], grp[5], t))
+            r["v_end"][rows], r["status"][rows] = self.version, PENDING
             r["tokens"][rows] = r["seg_work"][rows]
         self._group_done(g, t)
 
@@ -420,8 +425,8 @@ class Loop:
             elif t_gen < np.inf:
                 self.t = t_gen
                 done = pool.step()
-                for g, fin in done:
-                    self._complete(g, fin, t_gen)
+                for g, grp in done:
+                    self._complete(g, grp, t_gen)
                 if done:
                     self._drain_waiting(t_gen)
             else:
@@ -437,6 +442,12 @@ class Loop:
             self._set_status(g, ABORTED, (RESUMED,))
         n = self.next_group * self.G
         r, h = self.roots.view(), self.hist.view()
+        if self.fin_groups:
+            idx = (np.array(self.fin_groups)[:, None] * self.G + np.arange(self.G)).ravel()
+            p = np.repeat(np.array(self.fin_params), self.G, axis=0)
+            r["t_finish"][idx] = finish_times(
+                p[:, 0], p[:, 1], p[:, 2], p[:, 3], r["delay"][idx], r["work"][idx]
+            )
         seg = {k: np.concatenate([h[k], r[k][:n]]) for k in TRACE}
         seg["root"] = np.concatenate([h["root"], np.arange(n)])
         return Result(
