@@ -294,6 +294,10 @@ def _mode_overrides(cfg: Any, mode: str, lay: dict[str, int], mini: int, notes: 
             o += [f"actor_rollout_ref.rollout.{kv}" for kv in rollout_pool]
             o.append(f"trainer.v1.separate_async.parameter_sync_step={mbs}")
         if mode != "sync":
+            if stale == 0:
+                notes.append(
+                    "staleness_budget=0 on an async mode: threshold 0 with strategy wait (on-policy, no drops)"
+                )
             o.append(f"trainer.v1.sampler.max_off_policy_threshold={stale}")
             o.append(f"trainer.v1.sampler.max_off_policy_strategy={'wait' if stale == 0 else 'drop'}")
         return o
