@@ -89,7 +89,9 @@ def main(argv: list[str]) -> int:
         default=DEFAULT_DATA_ROOT,
         help="checkout of SemiAnalysisAI/opd-benchmark (default: %(default)s)",
     )
-    ap.add_argument("--out", type=Path, default=Path("reports/reproduce"))
+    ap.add_argument(
+        "--out", type=Path, default=Path("reports/reproduce"), help="output directory (default: %(default)s)"
+    )
     ap.add_argument(
         "--published-dir", type=Path, default=PUBLISHED_DIR, help="figures to check (default: %(default)s)"
     )

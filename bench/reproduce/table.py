@@ -198,11 +198,11 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 {% for r in rows %}<tr class="{{ r.css }}">
 <td>{{ r.case }}</td><td><a href="{{ r.source_url }}">{{ r.figure }}</a>{% if r.unit %} ({{ r.unit }}){% endif %}</td>
 <td class="num">{{ r.published_s }}</td><td class="num {{ r.from_css }}">{{ r.ours_s }}</td>
-<td class="num">{{ r.error_s }}</td><td class="num">±{{ r.tolerance_pct }}%</td><td>{{ r.status }}</td>
+<td class="num">{{ r.error_s }}</td><td class="num">±{{ r.tol_s }}%</td><td>{{ r.status }}</td>
 <td class="{{ r.from_css }}">{{ r.ours_from }}</td><td>{{ r.used }}</td><td>{{ r.note }}</td></tr>
 {% endfor %}</tbody></table>
 {% for c in cases %}<h2>{{ c.name }}: {{ c.title }}</h2>
-<p>Source: <a href="{{ c.source_url }}">{{ c.source_url }}</a>. Ours: {{ c.ours }}. Tolerance ±{{ c.tolerance_pct }}%.</p>
+<p>Source: <a href="{{ c.source_url }}">{{ c.source_url }}</a>. Ours: {{ c.ours }}. Tolerance ±{{ "%g"|format(c.tolerance_pct) }}%.</p>
 {% if c.setup %}<p>Setup: {{ c.setup }}</p>{% endif %}
 {% if c.inputs %}<p>Inputs used:</p><ul>{% for i in c.inputs.values() %}<li><code>{{ i.name }}</code> = {{ i.value }} {{ i.unit }} ({{ i.source }})</li>{% endfor %}</ul>{% endif %}
 <p>Figures predicted: {% for f in c.figures %}<code>{{ f.id }}</code>{% if not loop.last %}, {% endif %}{% endfor %}</p>
@@ -221,6 +221,7 @@ def to_html(rows: list[Row], cases: list[Case]) -> str:
             "published_s": fmt(r.published),
             "ours_s": fmt(r.ours),
             "error_s": fmt_err(r.error_pct),
+            "tol_s": f"{r.tolerance_pct:g}",
             "css": "na" if r.status == "n/a" else r.status,
             "from_css": "emulated" if r.ours_from == "emulated" else "",
         }
