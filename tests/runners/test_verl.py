@@ -169,14 +169,15 @@ def test_sbatch_passes_bash_n_and_shellcheck(tmp_path):
     assert res.returncode == 0, res.stdout
 
 
-def test_render_cli_matches_golden(tmp_path):
+@pytest.mark.parametrize("experiment", ["smoke", "semianalysis_case3"])
+def test_render_cli_matches_golden(tmp_path, experiment):
     from runners.render import main
 
-    assert main(["experiment=smoke", "framework=verl", "--out", str(tmp_path)]) == 0
+    assert main([f"experiment={experiment}", "framework=verl", "--out", str(tmp_path)]) == 0
     names = sorted(p.name for p in (tmp_path / "launch").iterdir())
     assert names == ["command.json", "job.sbatch", "overrides.txt"]
     for name in names:  # deterministic: byte-identical to the reviewed render
-        assert (tmp_path / "launch" / name).read_text() == (GOLDEN / "smoke" / name).read_text(), name
+        assert (tmp_path / "launch" / name).read_text() == (GOLDEN / experiment / name).read_text(), name
 
 
 def test_render_cli_rejects_an_impossible_mode(tmp_path, capsys):
