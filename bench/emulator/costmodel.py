@@ -9,11 +9,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+from omegaconf import OmegaConf
 
 from bench import flops
+
+
+def plain_model(model: Any) -> SimpleNamespace:
+    """A ModelConf node as a plain namespace: bench.flops reads dozens of attributes per call, and
+    OmegaConf attribute access is ~100x slower than a namespace's."""
+    if isinstance(model, SimpleNamespace):
+        return model
+    return SimpleNamespace(**OmegaConf.to_container(model, resolve=True, enum_to_str=True))
 
 
 def _is_mla(m: Any) -> bool:
@@ -86,7 +96,7 @@ class EngineModel:
 
 def engine_model(cfg: Any) -> EngineModel:
     """Build the EngineModel of cfg's generator (one engine; all engines are identical)."""
-    m, hw, g, em = cfg.model, cfg.hardware, cfg.experiment.generator, cfg.emulator
+    m, hw, g, em = plain_model(cfg.model), cfg.hardware, cfg.experiment.generator, cfg.emulator
     gpus = engine_gpus(cfg)
     p = flops.param_counts(m)
     dt = float(g.dtype_bytes)
@@ -153,7 +163,7 @@ def weight_sync_s(cfg: Any) -> float:
     placement's link: scale-out network per GPU when disaggregated, NVLink (CUDA IPC) when colocated;
     at `weight_sync_eff` of the link, plus the fixed pause/reload cost `weight_sync_fixed_s`.
     """
-    m, hw, ex, em = cfg.model, cfg.hardware, cfg.experiment, cfg.emulator
+    m, hw, ex, em = plain_model(cfg.model), cfg.hardware, cfg.experiment, cfg.emulator
     shard = flops.param_counts(m)["total"] * ex.generator.dtype_bytes / engine_gpus(cfg)
     colocated = str(ex.placement) in ("colocated", "Placement.colocated")
     link = (hw.nvlink_gbps if colocated else hw.network_gbps) * 1e9 * em.weight_sync_eff
@@ -162,7 +172,7 @@ def weight_sync_s(cfg: Any) -> float:
 
 def trainer_model(cfg: Any) -> TrainerModel:
     """Build the TrainerModel of cfg (all trainer GPUs; colocated runs train on the whole pool)."""
-    m, hw, ex, em = cfg.model, cfg.hardware, cfg.experiment, cfg.emulator
+    m, hw, ex, em = plain_model(cfg.model), cfg.hardware, cfg.experiment, cfg.emulator
     top = int(cfg.workload.max_prompt_len + cfg.workload.max_response_len)
     grid = np.unique(np.geomspace(1, max(top, 2), 96).astype(np.int64))
     fpt = np.array([flops.flops_per_token(m, int(s), "suite") for s in grid])

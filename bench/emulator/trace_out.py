@@ -8,11 +8,13 @@ from dataclasses import asdict
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from bench.emulator.loop import DISCARDED, FILTERED, STATUS_NAMES, USED, Result
 from bench.trace import RolloutWriter, RunPaths, write_steps
 
 ROW_GROUP = 200_000
+STATUS_ARRAY = pa.array(STATUS_NAMES, type=pa.string())
 
 
 def _per_window(edges: np.ndarray, times: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
@@ -70,7 +72,7 @@ def write_trace(paths: RunPaths, r: Result, group_size: int) -> dict[str, int]:
                     "turns": root["turns"][ids],
                     "env_s": root["env_s"][ids],
                     "reward": pa.array(root["reward"][ids], mask=~done),
-                    "status": names[st].tolist(),
+                    "status": pc.take(STATUS_ARRAY, pa.array(st.astype(np.int64))),
                 }
             )
     last = np.zeros(n, dtype=bool)
