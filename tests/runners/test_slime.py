@@ -369,3 +369,20 @@ def test_native_hook_without_slime_installed():
     if __import__("importlib").util.find_spec("slime") is not None:
         pytest.skip("slime is installed: the hook would run its real parser")
     assert runner.validate_native(cfg, runner.render_launch(cfg)) == ["slime is not installed here"]
+
+
+def test_derivation_reads_argparse_calls_and_rejects_missing_flags():
+    from runners.schemas.derive_slime import argparse_calls, pick
+
+    src = (
+        "def add(parser):\n"
+        "    parser.add_argument('--offload-train', action=argparse.BooleanOptionalAction)\n"
+        "    parser.add_argument('--kl-loss-type', type=str, choices=['k1', 'k3'], default='k1')\n"
+        "    reset_arg(parser, '--lr', type=float, default=1e-6)\n"
+    )
+    flags = argparse_calls(src)
+    assert flags["--no-offload-train"] == {"action": "BooleanOptionalAction", "type": "bool"}
+    assert flags["--kl-loss-type"] == {"type": "str", "choices": ["k1", "k3"]}
+    assert flags["--lr"] == {"type": "float"}
+    with pytest.raises(SystemExit, match="--nope"):
+        pick(["--nope"], flags, "arguments.py")
