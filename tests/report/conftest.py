@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,7 @@ def three_runs(tmp_path_factory) -> Path:
         gpu=True,
         seed=3,
     )
+    (root / "slime-0" / "launch" / "command.json").write_text(json.dumps({"argv": ["python", EVIL]}))
     make_run(
         root / "verl-failed", "verl", status="failed", metrics=None, reason=f"OOM at step 3 {EVIL}", steps=3
     )
@@ -104,4 +106,30 @@ def sweep_runs(tmp_path_factory) -> Path:
                     staleness_mean=0.1 * i,
                 ),
             )
+    return root
+
+
+OPD_DIRS = {"verl": "verl", "slime": "miles", "prime_rl": "prime"}  # slime's fork Miles ran the opd run
+
+
+@pytest.fixture(scope="session")
+def smoke_report(tmp_path_factory) -> Path:
+    from bench.emulator.run import main as emulate
+
+    root = tmp_path_factory.mktemp("smoke")
+    for fw in OPD_DIRS:
+        assert emulate(["experiment=smoke", f"framework={fw}", "--out", str(root / "results" / fw)]) == 0
+    build([root / "results"], root / "report")
+    return root
+
+
+@pytest.fixture(scope="session")
+def opd_report(tmp_path_factory, opd_results) -> Path:
+    from runners.ingest import main as ingest
+
+    root = tmp_path_factory.mktemp("opd")
+    for fw, d in OPD_DIRS.items():
+        rc = ingest(["--framework", fw, "--logs", str(opd_results / d), "--out", str(root / "results" / fw)])
+        assert rc == 0, f"ingest {fw} failed"
+    build([root / "results"], root / "report")
     return root

@@ -47,7 +47,11 @@ def attrs(dom: str) -> dict[str, int]:
     return {k: int(v) for k, v in re.findall(r'data-([a-z-]+)="(\d+)"', html_tag)}
 
 
-def test_report_loads_in_chromium_on_a_phone(three_report, tmp_path):
+@pytest.mark.parametrize("which", ["three_report", "smoke_report", "opd_report"])
+def test_report_loads_in_chromium_on_a_phone(which, request, tmp_path):
+    """Synthetic runs (with a hostile log line), emulated smoke runs and ingested real logs."""
+    report = request.getfixturevalue(which)
+    three_report = report if which == "three_report" else report / "report"
     index = (three_report / "index.html").resolve()
     dom = run_chromium([f"--window-size={PHONE}", "--dump-dom", index.as_uri()], tmp_path / "profile")
     a = attrs(dom)

@@ -34,6 +34,14 @@ def test_log_text_is_escaped_never_markup(three_report, evil):
     assert "<script>" not in md and "&lt;script&gt;" in md
 
 
+def test_native_launch_is_collapsed_and_escaped(three_report):
+    html = (three_report / "index.html").read_text()
+    assert (
+        "<details><summary>Native launch: command.json</summary><pre>{&#34;argv&#34;: [&#34;python&#34;, "
+        in html
+    )
+
+
 def test_missing_values_say_not_reported_with_reason(three_report):
     html = (three_report / "index.html").read_text()
     assert 'title="reason for mfu">not reported<br><small>reason for mfu</small>' in html

@@ -11,36 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.report import build
 from bench.report.load import METRIC_KEYS
 
 pytestmark = pytest.mark.slow  # emulates three smoke runs and ingests three real log sets
 
-FRAMEWORKS = ("verl", "slime", "prime_rl")
-OPD_DIRS = {"verl": "verl", "slime": "miles", "prime_rl": "prime"}  # slime's fork Miles ran the opd run
-
-
-@pytest.fixture(scope="module")
-def smoke_report(tmp_path_factory) -> Path:
-    from bench.emulator.run import main as emulate
-
-    root = tmp_path_factory.mktemp("smoke")
-    for fw in FRAMEWORKS:
-        assert emulate(["experiment=smoke", f"framework={fw}", "--out", str(root / "results" / fw)]) == 0
-    build([root / "results"], root / "report")
-    return root
-
-
-@pytest.fixture(scope="module")
-def opd_report(tmp_path_factory, opd_results) -> Path:
-    from runners.ingest import main as ingest
-
-    root = tmp_path_factory.mktemp("opd")
-    for fw, d in OPD_DIRS.items():
-        rc = ingest(["--framework", fw, "--logs", str(opd_results / d), "--out", str(root / "results" / fw)])
-        assert rc == 0, f"ingest {fw} failed"
-    build([root / "results"], root / "report")
-    return root
+FRAMEWORKS = ("verl", "slime", "prime_rl")  # smoke_report / opd_report: tests/report/conftest.py
 
 
 def csv_rows(report: Path) -> dict[str, dict[str, str]]:
