@@ -664,8 +664,11 @@ class SlimeRunner(Runner):
     def parse_logs(self, log_dir: Path | str, peak_flops: float | None = None) -> ParseResult:
         """slime/Miles console logs under log_dir -> steps rows (rollouts are not logged per sample).
 
-        peak_flops: the GPU's dense BF16 peak (FLOP/s) for native_mfu; without it native_mfu is null.
+        peak_flops: the GPU's dense BF16 peak (FLOP/s) for native_mfu; defaults to
+        framework.native.peak_flops (conf/framework/slime.yaml: the composed hardware's peak).
         """
+        if peak_flops is None:
+            peak_flops = (self.conf.get("native") or {}).get("peak_flops")
         log_dir = Path(log_dir)
         if not log_dir.exists():
             return ParseResult(steps=[], warnings=[f"{log_dir}: no such file or directory"])

@@ -92,6 +92,12 @@ def test_miles_run_info(miles):
     assert sorted(Path(f).name for f in miles.files) == ["ray.log", "run.log", "teacher.log"]
 
 
+def test_peak_comes_from_the_composed_hardware(opd_results: Path):
+    runner = load_runner(cfg_for("hardware=h100_sxm").framework)
+    steps = runner.parse_logs(opd_results / "miles" / "run.log").steps
+    assert steps[0]["native_mfu"] == 18.413116308843197e12 / H100_PEAK
+
+
 def test_single_file_parses_like_its_folder(opd_results: Path, miles):
     one = load_runner(cfg_for().framework).parse_logs(opd_results / "miles" / "run.log", peak_flops=H100_PEAK)
     assert [r["step_s"] for r in one.steps] == [r["step_s"] for r in miles.steps]
