@@ -500,3 +500,23 @@ def test_sbatch_runs_the_driver_with_the_rendered_argv(tmp_path):
     want = [a.replace("{run_dir}", run_dir) for a in _driver(launch)]
     assert (tmp_path / "stub.log.argv").read_text().splitlines() == want
     assert f"VERL={run_dir}/logs/verl_metrics.jsonl" in log
+
+
+def test_validate_native_composes_with_an_installed_verl(tmp_path, monkeypatch, verl_root):
+    """A `verl` package on sys.path (here: the wheel's YAML under an empty __init__) is composed against."""
+    import sys
+
+    pkg = tmp_path / "site" / "verl"
+    shutil.copytree(verl_root, pkg)
+    (pkg / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    cfg, launch = _launch("experiment=smoke")
+    runner = load_runner(cfg.framework)
+    try:
+        assert runner.validate_native(cfg, launch) == []
+        driver = next(p for p in launch.processes if p.role == "driver")
+        driver.argv.append("trainer.no_such_key=1")
+        (problem,) = runner.validate_native(cfg, launch)
+        assert problem.startswith("ConfigCompositionException: Could not override 'trainer.no_such_key'")
+    finally:
+        sys.modules.pop("verl", None)  # the stand-in must not leak into other tests
