@@ -53,10 +53,23 @@ def _slime_parse(path: Path) -> int:
     return len(SlimeRunner().parse_logs(path).steps)
 
 
+def _prime_rl_chunk(copy: int, text: str, steps_per_copy: int) -> str:
+    """One copy of the Prime-RL launcher console (orchestrator Step lines) with step numbers shifted."""
+    offset = copy * steps_per_copy
+    return re.sub(r" Step (\d+) \|", lambda m: f" Step {int(m.group(1)) + offset} |", text)
+
+
+def _prime_rl_parse(path: Path) -> int:
+    from runners.prime_rl_logs import parse_dir
+
+    return len(parse_dir(path)[0])
+
+
 # framework -> (fixture log, steps in the fixture, chunk maker, parse(path) -> steps parsed)
 CASES: dict[str, tuple[Path, int, Callable[[int, str, int], str], Callable[[Path], int]]] = {
     "verl": (FIXTURES / "verl" / "run.log", 15, _verl_chunk, _verl_parse),
     "slime": (FIXTURES / "miles" / "run.log", 15, _slime_chunk, _slime_parse),
+    "prime_rl": (FIXTURES / "prime" / "run.log", 15, _prime_rl_chunk, _prime_rl_parse),
 }
 
 

@@ -28,19 +28,20 @@ from pathlib import Path
 from typing import Any
 
 ANSI = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
-# torchrun/launcher line prefixes: "[default0]:", "[trainer0]:", "[rank3]:"
-PROC_PREFIX = re.compile(rb"^\[[A-Za-z_]*\d*\]:")
-# "HH:MM:SS LEVEL Step N | <duration> | ..." ; the time field may read "Time: 0.60s" (old) or "1m 18s"
-STEP_LINE = re.compile(
-    rb"(?:^|\s)(?P<level>SUCCESS|INFO)\s+Step (?P<step>\d+) \| (?:Time:? )?(?P<dur>[\dhdms. ]+?) \|(?P<rest>.*)$"
-)
-# one "|"-separated segment: "Loss 0.0288", "Loss: 12.3125", "Max. Off-Policy Level: 0", "MFU 0.6%"
-FIELD = re.compile(rb"^\s*(?P<key>[A-Za-z][A-Za-z. -]*?):? (?P<val>-?\d+(?:\.\d+)?(?:e[-+]?\d+)?)")
+# "Step N | <duration> |" at a hit; the duration reads "Time: 0.60s" (v0.5) or "1m 18s" (v0.6+).
+# Line prefixes (time, level, torchrun's "[default0]:") come before the hit and are never read.
+STEP_AT = re.compile(rb"Step (\d+) \| +(?:Time:? )?([\dhdms. ]+?)(?= *\|)")
+# fields read from Step lines (old "Key: value" and new "Key value" spellings)
+THROUGHPUT = re.compile(rb"\| Throughput:? (\d+(?:\.\d+)?) tokens/s")
+MFU = re.compile(rb"\| MFU:? (\d+(?:\.\d+)?)%")
+REWARD = re.compile(rb"\| Reward:? (-?\d+(?:\.\d+)?(?:e[-+]?\d+)?)")
+OFF_POLICY = re.compile(rb"\| Max\.? Off-Policy(?: Level)?:? (\d+)")
+BLOCK = 1 << 23  # bytes read per block (8 MiB)
 DETECTED = re.compile(
     rb"Detected (?P<hit>\d+)/(?P<n>\d+) rollouts \((?P<kinds>[^)]*)\), enforced (?P<enf>\d+)"
 )
-DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|d|h|m|s)")
-DURATION_S = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+DURATION_PART = re.compile(rb"(\d+(?:\.\d+)?)(ms|d|h|m|s)")
+DURATION_S = {b"ms": 1e-3, b"s": 1.0, b"m": 60.0, b"h": 3600.0, b"d": 86400.0}
 
 ORCH_KEYS = ("progress/tokens", "progress/rollouts", "progress/samples", "progress/input_tokens")
 TRAINER_TIME_KEYS = ("time/forward_backward", "time/wait_for_batch")
@@ -89,9 +90,11 @@ class LogParse:
     """Accumulates per-step values from every file; `rows()` joins them into trace rows."""
 
     trainer: dict[int, dict[str, Any]] = field(default_factory=lambda: defaultdict(dict))
+    trainer_time: dict[int, float] = field(default_factory=dict)  # unix s at the end of the step
     orch: dict[int, dict[str, Any]] = field(default_factory=lambda: defaultdict(dict))
-    console_trainer: dict[int, dict[str, Any]] = field(default_factory=lambda: defaultdict(dict))
-    console_orch: dict[int, dict[str, Any]] = field(default_factory=lambda: defaultdict(dict))
+    # console values as tuples (compact: a long console log has one Step line per step and role)
+    console_trainer: dict[int, tuple] = field(default_factory=dict)  # (step_s, throughput, mfu)
+    console_orch: dict[int, tuple] = field(default_factory=dict)  # (step_s, reward, staleness_max, filtered)
     files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     skipped: int = 0
@@ -116,12 +119,10 @@ class LogParse:
             self._time(t)
         if any(k in row for k in ORCH_KEYS):
             _take(self.orch[step], row, ORCH)
-            if isinstance(t, int | float):
-                self.orch[step]["_time"] = float(t)
         elif any(k in row for k in TRAINER_TIME_KEYS):
             _take(self.trainer[step], row, TRAINER_TIME)
             if isinstance(t, int | float):
-                self.trainer[step]["_time"] = float(t)
+                self.trainer_time[step] = float(t)
         elif any(k in row for k in TRAINER_PERF_KEYS):
             _take(self.trainer[step], row, TRAINER_PERF)
             if isinstance(row.get("perf/mfu"), int | float):
@@ -137,64 +138,57 @@ class LogParse:
             self.times[1] = max(self.times[1], t)
 
     # ---- console logs -------------------------------------------------------------------------
-    def console_line(self, raw: bytes) -> None:
-        """One console line (only lines containing b"Step " or b"Detected " reach here)."""
-        line = PROC_PREFIX.sub(b"", ANSI.sub(b"", raw.rstrip(b"\r\n")))
-        if b"Detected " in line:
-            m = DETECTED.search(line)
+    def console_hit(self, seg: bytes) -> None:
+        """A console line from its "Step N |" or "Detected" onwards (found by _scan)."""
+        if b"\x1b" in seg:  # loguru colours are embedded even in files
+            seg = ANSI.sub(b"", seg)
+        if seg.startswith(b"Detected"):
+            m = DETECTED.match(seg)
             if m:
                 self.pending_filtered += int(m["enf"])
             return
-        m = STEP_LINE.search(line)
+        m = STEP_AT.match(seg)
         if not m:
             return
-        step = int(m["step"])
-        fields = {}
-        for segment in m["rest"].split(b"|"):
-            f = FIELD.match(segment)
-            if f:
-                fields[f["key"].decode().strip()] = float(f["val"])
-        dur = parse_duration(m["dur"].decode())
-        if "Loss" in fields:  # trainer
-            row = self.console_trainer[step]
-            row["step_s"] = dur
-            if "Throughput" in fields:
-                row["native_throughput_tokens_per_s"] = fields["Throughput"]
-            if "MFU" in fields:
-                row["native_mfu"] = _fraction(fields["MFU"])
-        elif "Reward" in fields:  # orchestrator
-            row = self.console_orch[step]
-            row["native_orch_step_s"] = dur
-            row["reward_mean"] = fields["Reward"]
-            for key in ("Max Off-Policy", "Max. Off-Policy Level"):
-                if key in fields:
-                    row["staleness_max"] = fields[key]
-            if self.pending_filtered:
-                row["filtered_samples"] = self.pending_filtered
-                self.pending_filtered = 0
+        step, dur, at = int(m[1]), parse_duration(m[2]), m.end()
+        if b"| Loss" in seg:  # trainer
+            thr, mfu = THROUGHPUT.search(seg, at), MFU.search(seg, at)
+            self.console_trainer[step] = (
+                dur,
+                float(thr[1]) if thr else None,
+                _fraction(float(mfu[1])) if mfu else None,
+            )
+        elif reward := REWARD.search(seg, at):  # orchestrator
+            off = OFF_POLICY.search(seg, at)
+            filtered, self.pending_filtered = self.pending_filtered or None, 0
+            # staleness as int: small ints are shared objects, so a long log costs no memory for them
+            self.console_orch[step] = (dur, float(reward[1]), int(off[1]) if off else None, filtered)
 
     # ---- join ---------------------------------------------------------------------------------
     def rows(self, t0: float | None) -> list[dict[str, Any]]:
-        """One row per trainer step (or per orchestrator batch when no trainer data exists)."""
-        steps = sorted(
-            set(self.trainer) | set(self.console_trainer) or set(self.orch) | set(self.console_orch)
-        )
+        """One row per trainer step (or per orchestrator batch when no trainer data exists).
+
+        Consumes the console and orchestrator accumulators (call once)."""
+        trainer_steps = self.trainer.keys() | self.console_trainer.keys()
+        steps = sorted(trainer_steps or self.orch.keys() | self.console_orch.keys())
+        c_orch, orch, c_trainer, trainer = self.console_orch, self.orch, self.console_trainer, self.trainer
         out = []
+        # pop as rows are built, so the accumulated values are freed while the rows grow
         for s in steps:
             row: dict[str, Any] = {"step": s}
-            for source in (self.console_orch.get(s, {}), self.orch.get(s, {})):
-                row.update(source)
-            for source in (self.console_trainer.get(s, {}), self.trainer.get(s, {})):
-                row.update(source)
-            t_end = self.trainer.get(s, {}).get("_time")
-            for k in [k for k in row if k.startswith("_")]:
-                del row[k]
+            if (v := c_orch.pop(s, None)) is not None:
+                _put(row, CONSOLE_ORCH, v)
+            if (d := orch.pop(s, None)) is not None:
+                row.update(d)
+                _generated(row)
+            if (v := c_trainer.pop(s, None)) is not None:
+                _put(row, CONSOLE_TRAINER, v)
+            if (d := trainer.get(s)) is not None:
+                row.update(d)
+            t_end = self.trainer_time.get(s)
             if t0 is not None and t_end is not None and row.get("step_s") is not None:
                 row["t_end_s"] = t_end - t0
                 row["t_start_s"] = row["t_end_s"] - row["step_s"]
-            _generated(row)
-            for k in INT_COLUMNS & row.keys():
-                row[k] = int(row[k])
             out.append(row)
         return out
 
@@ -219,6 +213,16 @@ _TRAINER_MISC |= {
 _TRAINER_MISC |= {"masked_advantage_positive", "masked_advantage_negative", "ref_kl", "perf", "time"}
 
 
+CONSOLE_TRAINER = ("step_s", "native_throughput_tokens_per_s", "native_mfu")
+CONSOLE_ORCH = ("native_orch_step_s", "reward_mean", "staleness_max", "filtered_samples")
+
+
+def _put(row: dict[str, Any], names: tuple[str, ...], values: tuple | None) -> None:
+    for k, v in zip(names, values, strict=True):
+        if v is not None:
+            row[k] = v
+
+
 def _fraction(percent: float) -> float:
     """prime-rl logs MFU in percent; the trace stores fractions (rounded off float noise)."""
     return round(percent / 100.0, 12)
@@ -229,7 +233,7 @@ def _take(dst: dict[str, Any], row: dict[str, Any], mapping: dict[str, tuple[str
         for name in names:
             v = row.get(name)
             if isinstance(v, int | float) and not isinstance(v, bool):
-                dst[col] = v
+                dst[col] = int(v) if col in INT_COLUMNS else v
                 break
 
 
@@ -247,15 +251,39 @@ def _generated(row: dict[str, Any]) -> None:
     row["generated_tokens"] = int(round(r * max(total, p + r) / (p + r)))
 
 
-def parse_duration(text: str) -> float | None:
+def parse_duration(text: bytes | str) -> float | None:
     """prime-rl's `fmt_time` ('123ms', '4.5s', '1m 18s', '1h 3m', '1d 2h') or '0.60s' -> seconds."""
-    parts = DURATION_PART.findall(text)
+    raw = (text.encode() if isinstance(text, str) else text).strip()
+    if raw[-1:] == b"s" and raw[-2:-1].isdigit() and b" " not in raw:
+        try:  # the common "4.5s" form, without the regex
+            return float(raw[:-1])
+        except ValueError:
+            pass
+    parts = DURATION_PART.findall(raw)
     if not parts:
         return None
     return sum(float(n) * DURATION_S[u] for n, u in parts)
 
 
-def read_file(path: Path, acc: LogParse, chunk_lines: int = 1 << 16) -> None:
+def _scan(buf: bytes, acc: LogParse) -> None:
+    """Hand every Step/Detected line of a block of whole lines to the accumulator.
+
+    bytes.find (memchr-speed) finds the candidates; Python only touches those lines."""
+    n = len(buf)
+    step_at, det_at = buf.find(b"Step "), buf.find(b"Detected ")
+    while step_at >= 0 or det_at >= 0:
+        i = step_at if det_at < 0 or 0 <= step_at < det_at else det_at
+        end = buf.find(b"\n", i)
+        end = n if end < 0 else end
+        acc.console_hit(buf[i:end].rstrip(b"\r"))
+        pos = end + 1
+        if 0 <= step_at < pos:
+            step_at = buf.find(b"Step ", pos)
+        if 0 <= det_at < pos:
+            det_at = buf.find(b"Detected ", pos)
+
+
+def read_file(path: Path, acc: LogParse) -> None:
     """Stream one file into `acc`: JSON lines by suffix, everything else as console text."""
     is_jsonl = path.suffix == ".jsonl"
     try:
@@ -265,10 +293,15 @@ def read_file(path: Path, acc: LogParse, chunk_lines: int = 1 << 16) -> None:
                     if line.strip():
                         acc.metrics_line(line)
             else:
-                for line in f:
-                    # cheap byte prefilter: only Step and filter lines are parsed at all
-                    if b"Step " in line or b"Detected " in line:
-                        acc.console_line(line)
+                tail = b""
+                while True:
+                    block = f.read(BLOCK)
+                    data = tail + block
+                    cut = len(data) if not block else data.rfind(b"\n") + 1
+                    _scan(data[:cut], acc)
+                    tail = data[cut:]
+                    if not block:
+                        break
     except OSError as e:
         acc.warnings.append(f"{path}: unreadable ({e})")
         return
@@ -334,5 +367,5 @@ def parse_dir(log_dir: Path | str) -> tuple[list[dict[str, Any]], LogParse, dict
 
 
 def _first_step_start(acc: LogParse) -> float | None:
-    starts = [r["_time"] - r["step_s"] for r in acc.trainer.values() if "_time" in r and "step_s" in r]
+    starts = [t - acc.trainer[s]["step_s"] for s, t in acc.trainer_time.items() if "step_s" in acc.trainer[s]]
     return min(starts) if starts else None
