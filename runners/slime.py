@@ -289,7 +289,7 @@ def model_flags(model: Any) -> list[tuple[str, Any]]:
         moe_layers = model.layers - model.dense_layers
         f += [("--num-experts", model.routed_experts), ("--moe-router-topk", model.top_k),
               ("--moe-ffn-hidden-size", model.ffn_expert),
-              ("--moe-layer-freq", f"[0]*{model.dense_layers}+[1]*{moe_layers}"),
+              ("--moe-layer-freq", f"[0]*{model.dense_layers}+[1]*{moe_layers}" if model.dense_layers else f"[1]*{moe_layers}"),
               ("--moe-router-score-function", fam["router"]), ("--moe-token-dispatcher-type", "alltoall"),
               ("--moe-grouped-gemm", None), ("--moe-permute-fusion", None), ("--moe-router-dtype", "fp32"),
               ("--moe-aux-loss-coeff", "0")]  # fmt: skip
