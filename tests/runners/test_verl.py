@@ -338,6 +338,24 @@ def test_old_3_decimal_v0_line(tmp_path):
     assert r.run_info["actor_prefixes"] == ["TaskRunner"] and r.skipped_lines == 0
 
 
+ISSUE_AWESOME_106 = (
+    "(TaskRunner pid=87031) step:83 - global_seqlen/min:340538.000 - actor/grad_norm:0.006"
+    " - perf/mfu/actor:0.298 - perf/max_memory_allocated_gb:44.192 - timing_s/gen:29.641"
+    " - timing_s/reward:1.042 - timing_s/old_log_prob:6.569 - timing_s/ref:6.307"
+)
+
+
+def test_sglang_3_decimal_line(tmp_path):
+    s = _parse_text(tmp_path, ISSUE_AWESOME_106 + "\n").steps[0]
+    assert (s["step"], s["gen_s"], s["native_mfu"], s["native_max_memory_allocated_gb"]) == (
+        83,
+        29.641,
+        0.298,
+        44.192,
+    )
+    assert s["logprob_s"] == pytest.approx(6.569 + 6.307)
+
+
 def test_full_precision_line_without_step_time(tmp_path):
     r = _parse_text(tmp_path, ISSUE_7412 + "\n")
     s = r.steps[0]
