@@ -1,4 +1,4 @@
-"""slime / Miles console logs -> trace rows (steps.parquet), streamed line by line.
+"""slime / Miles console logs -> trace rows (steps.parquet), streamed in blocks of whole lines.
 
 slime logs one Python-dict record per rollout and kind through its logger
 (`[%(asctime)s] %(filename)s:%(lineno)d - <kind> <id>: {...}`); under Ray each line carries an
