@@ -13,7 +13,9 @@ slime is not on PyPI, so its flag list is read from source, never imported:
   (`SGLANG_FLAGS`), verified in `sglang/srt/server_args.py` of the pinned SGLang wheel
   (`ServerArgs` fields and their aliases) and not in slime's skip list.
 
-Usage (the mirrors are bare git directories, e.g. from the suite's `fetch`):
+Usage (the mirrors are bare git directories, e.g. `git clone --bare`; server_args.py comes from
+the pinned wheel: `pip download sglang==0.5.15.post1 --no-deps` then
+`unzip sglang-*.whl sglang/srt/server_args.py`):
 
     python -m runners.schemas.derive_slime --slime-git DIR --slime-commit a6272da0d4f3 \
         --megatron-git DIR --megatron-commit 1dcf0daf... --sglang-server-args server_args.py \
