@@ -23,6 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.collections import LineCollection  # noqa: E402
 
 from bench.report.load import MATCH_TOLERANCE, Run, matching_point  # noqa: E402
 from bench.report.series import BREAKDOWN, Series  # noqa: E402
@@ -86,15 +87,31 @@ def _line(
     ax.plot(d[x].to_numpy(), d[y].to_numpy(), color=color, ls=ls, lw=lw, label=label)
 
 
-def _lines(ax: plt.Axes, ctx: Ctx, x: str, y: str, ls: str = "-", suffix: str = "") -> int:
-    """One line per run with data in column y of its step series; returns how many were drawn."""
-    n = 0
-    for run, s in ctx.pairs():
-        if s.steps is None or not s.steps[y].notna().any() or not s.steps[x].notna().any():
-            continue
-        _line(ax, s.steps, x, y, ctx.colors[run.label], run.label + suffix, ls)
-        n += 1
-    return n
+def _draw_runs(
+    ax: plt.Axes, ctx: Ctx, items: list[tuple[Run, pd.DataFrame]], ls: str = "-", legend: bool = True
+) -> int:
+    """Draw one line per (run, two-column frame x, y); returns how many were drawn.
+
+    Past LEGEND_MAX runs (a sweep) the lines go into one LineCollection: one artist instead of
+    a hundred keeps drawing cheap, and there is no legend to feed anyway.
+    """
+    items = [(r, d.dropna()) for r, d in items]
+    items = [(r, d) for r, d in items if len(d)]
+    if len(items) <= LEGEND_MAX:
+        for run, d in items:
+            x, y = d.columns
+            _line(ax, d, x, y, ctx.colors[run.label], run.label if legend else "_nolegend_", ls)
+        return len(items)
+    segs = [d.to_numpy(dtype=float) for _, d in items]
+    colors = [ctx.colors[r.label] for r, _ in items]
+    ax.add_collection(LineCollection(segs, colors=colors, linestyles=ls, lw=0.8))
+    ax.autoscale_view()
+    return len(items)
+
+
+def _lines(ax: plt.Axes, ctx: Ctx, x: str, y: str, ls: str = "-") -> int:
+    """One line per run with data in columns x and y of its step series."""
+    return _draw_runs(ax, ctx, [(r, s.steps[[x, y]]) for r, s in ctx.pairs() if s.steps is not None], ls)
 
 
 def _bars_height(n: int, per_bar: float, extra: float) -> float:
@@ -115,30 +132,13 @@ def fig_queue_health(ctx: Ctx) -> plt.Figure:
     ax = axes[0, 0]
     # One legend entry per run (solid line); the title explains the dashes.
     n = _lines(ax, ctx, "t_end_s", "consumption_per_s")
+    produced = []
     for run, s in ctx.pairs():
         if s.production is not None:
-            _line(
-                ax,
-                s.production,
-                "t_s",
-                "production_per_s",
-                ctx.colors[run.label],
-                "_nolegend_",
-                "--",
-                1.0,
-            )
-            n += 1
-        elif s.steps is not None and s.steps["production_per_s"].notna().any():
-            _line(
-                ax,
-                s.steps,
-                "t_end_s",
-                "production_per_s",
-                ctx.colors[run.label],
-                "_nolegend_",
-                "--",
-                1.0,
-            )
+            produced.append((run, s.production[["t_s", "production_per_s"]]))
+        elif s.steps is not None:
+            produced.append((run, s.steps[["t_end_s", "production_per_s"]]))
+    n += _draw_runs(ax, ctx, produced, "--", legend=False)
     if n == 0:
         plt.close(fig)
         raise Omitted("no run has step times and sample counts (steps.parquet t_end_s, step_s, samples)")
@@ -150,9 +150,10 @@ def fig_queue_health(ctx: Ctx) -> plt.Figure:
     _legend(ax, ctx)
     if has_depth:
         ax2 = axes[0, 1]
-        for run, s in ctx.pairs():
-            if s.production is not None and s.production["queue_depth"].notna().any():
-                _line(ax2, s.production, "t_s", "queue_depth", ctx.colors[run.label], run.label)
+        depth = [
+            (r, s.production[["t_s", "queue_depth"]]) for r, s in ctx.pairs() if s.production is not None
+        ]
+        _draw_runs(ax2, ctx, depth)
         ax2.set(xlabel="wall time (s)", ylabel="rollouts waiting", title="queue depth")
         _legend(ax2, ctx)
     ctx.caption = (
@@ -319,8 +320,7 @@ def fig_gpu(ctx: Ctx) -> plt.Figure:
         raise Omitted("no run has GPU telemetry (trace/gpu.parquet is written by native runs only)")
     energy = ctx.summary["energy_wh"].notna().any()
     fig, axes = plt.subplots(1, 2 if energy else 1, figsize=(11 if energy else 7, 3.6), squeeze=False)
-    for r, s in runs:
-        _line(axes[0, 0], s.gpu, "t_s", "util_pct", ctx.colors[r.label], r.label)
+    _draw_runs(axes[0, 0], ctx, [(r, s.gpu[["t_s", "util_pct"]]) for r, s in runs])
     axes[0, 0].set(
         xlabel="wall time (s)", ylabel="GPU utilisation (%), mean over devices", title="GPU utilisation"
     )
@@ -347,6 +347,8 @@ FIGURES: list[tuple[str, str, Callable[[Ctx], plt.Figure]]] = [
 ]
 
 
+PER_RUN_COLOURS = {"queue_health", "idle", "waste", "response_length", "gpu"}  # one line per run
+
 # Set just before the worker processes fork, so they inherit it instead of unpickling it.
 _JOB: tuple[Ctx, Path] | None = None
 
@@ -361,6 +363,11 @@ def _draw(i: int) -> Figure:
         fig = fn(ctx)
     except Omitted as e:
         return Figure(name, tagged, omitted=str(e))
+    if name in PER_RUN_COLOURS and len(ctx.runs) > LEGEND_MAX:
+        ctx.caption += (
+            f" {len(ctx.runs)} runs, so no legend: line colours run from dark (first row of the summary "
+            "table) to light (last row)."
+        )
     fig.suptitle(tagged, fontsize=10)
     fig.tight_layout()
     buf = io.BytesIO()
