@@ -231,6 +231,7 @@ class EmulatorConf:
 
     trainer_mfu: float = 0.35  # fraction of peak achieved in forward+backward
     logprob_passes: int = 1  # extra forward passes (old policy; +1 with a reference model)
+    logprob_passes_by_framework: dict[str, int] = field(default_factory=dict)  # overrides logprob_passes
     optimizer_s: float = 1.0  # optimizer step + misc per trainer step, seconds
     decode_bw_eff: float = 0.6  # fraction of HBM bandwidth achieved in decode
     prefill_mfu: float = 0.4  # fraction of peak in prefill

@@ -179,7 +179,7 @@ def trainer_model(cfg: Any) -> TrainerModel:
     return TrainerModel(
         flop_rate=hw.peak_bf16_flops * ex.trainer_gpus * em.trainer_mfu,
         optimizer_s=float(em.optimizer_s),
-        logprob_passes=int(em.logprob_passes),
+        logprob_passes=int(em.logprob_passes_by_framework.get(cfg.framework.name, em.logprob_passes)),
         sync_s=weight_sync_s(cfg),
         seq_grid=grid.astype(np.float64),
         fpt_grid=fpt,

@@ -12,7 +12,7 @@ from bench.emulator import costmodel as cm
 
 @pytest.fixture(scope="module")
 def case1():
-    return compose(["experiment=semianalysis_case1"])
+    return compose(["experiment=semianalysis_case1", "framework=prime_rl"])
 
 
 def test_kv_bytes_per_token_gqa_replicates_kv_heads_over_tp(case1):
@@ -62,7 +62,9 @@ def test_trainer_step_time_is_flops_over_achieved_rate(case1):
     logprob_s, compute_s = tm.step_times(seqs)
     rate = 989e12 * 64 * case1.emulator.trainer_mfu
     assert compute_s == pytest.approx(f / rate + case1.emulator.optimizer_s, rel=1e-3)
-    assert logprob_s == 0.0  # prime-rl cases: old log-probs come from inference
+    assert logprob_s == 0.0  # prime-rl: old log-probs come from inference
+    verl = cm.trainer_model(compose(["experiment=semianalysis_case1", "framework=verl"]))
+    assert verl.step_times(seqs)[0] == pytest.approx(f / 3 / rate, rel=1e-3)  # one forward pass
 
 
 def test_weight_sync_is_shard_bytes_over_the_link(case1):
