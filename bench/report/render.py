@@ -122,7 +122,7 @@ def findings(runs: list[Run], df: pd.DataFrame) -> list[str]:
                 who += f" and {len(names) - FINDING_NAMES} more runs tied"
             word = {"higher": "Highest", "lower": "Lowest"}[c.better]
             out.append(
-                f"{word} {c.label[0].lower() + c.label[1:]}: {who} at {fmt(float(df.at[rows[0], key]), c)} {c.unit}".rstrip()
+                f"{word} {_lower_first(c.label)}: {who} at {fmt(float(df.at[rows[0], key]), c)} {c.unit}".rstrip()
             )
     for i, r in enumerate(runs):
         if r.manifest["status"] != "completed":
@@ -142,6 +142,11 @@ def findings(runs: list[Run], df: pd.DataFrame) -> list[str]:
     modes = sorted({badge(m) for m in df["mode"]})
     out.append("Numbers are " + " and ".join(modes) + "; every cell carries its badge.")
     return out
+
+
+def _lower_first(label: str) -> str:
+    """'Trainer idle' -> 'trainer idle' inside a sentence; acronyms ('MFU (suite)') stay."""
+    return label if label[:2].isupper() else label[:1].lower() + label[1:]
 
 
 def _launch_files(run: Run) -> list[dict[str, str]]:

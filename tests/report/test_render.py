@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.report.load import METRIC_COLUMNS, Column, load
-from bench.report.render import NOT_REPORTED, best_rows, findings, fmt, md_cell, table
+from bench.report.render import NOT_REPORTED, _lower_first, best_rows, findings, fmt, md_cell, table
 
 COL = {c.key: c for c in METRIC_COLUMNS}
 
@@ -65,7 +65,14 @@ def test_findings_name_leaders_and_failed_runs(three_runs):
     text = findings(runs, df)
     assert "Highest trajectories/s: verl (emulated) at 3.00 1/s" in text
     assert "Lowest trainer idle: prime_rl (measured) at 25.0 %" in text
+    assert "Lowest $ / M tokens: prime_rl (measured) at 0.400 USD" in text
+    assert not any(f.startswith("Highest MFU") for f in text)  # 10.5 % twice: a tie of all values, no leader
     assert any(f.startswith("Run verl-failed (verl) is failed: OOM at step 3") for f in text)
+
+
+def test_labels_inside_sentences_keep_acronyms():
+    assert _lower_first("Trainer idle") == "trainer idle"
+    assert _lower_first("MFU (suite)") == "MFU (suite)"
 
 
 def test_md_cell_escapes_markup_and_column_breaks():
