@@ -33,6 +33,9 @@ def test_a_users_callable_policy_goes_through_the_same_door():
 def test_schedule_rejects_unknown_surplus_rule():
     with pytest.raises(ValueError, match="surplus='drop'"):
         Schedule("x", False, 0, False, "drop", 0, 1)
+    cfg = compose(["experiment=smoke", "emulator.surplus=drop"])
+    with pytest.raises(ValueError, match="emulator.surplus='drop'"):
+        load_policy("bench.emulator.policies.fully_async")(cfg)
 
 
 @pytest.mark.parametrize(

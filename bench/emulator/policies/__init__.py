@@ -99,4 +99,9 @@ def common(cfg: Any) -> dict[str, Any]:
 
 def surplus(cfg: Any, default: Surplus) -> Surplus:
     """The policy's surplus rule unless `emulator.surplus` overrides it (a documented input)."""
-    return cfg.emulator.surplus or default
+    rule = cfg.emulator.surplus or default
+    if rule not in SURPLUS:
+        raise ValueError(
+            f"emulator.surplus={rule!r}: expected one of {SURPLUS} (or empty for the policy's own)"
+        )
+    return rule
