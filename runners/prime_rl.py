@@ -19,8 +19,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shlex
+import shutil
+import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -603,6 +607,17 @@ def render_sbatch(cfg: Any, lay: Layout, procs: list[Process], version: str, com
     return "\n".join(out)
 
 
+# Run by PRIME_RL_CONFIGS_PYTHON: validate one rl.toml with prime-rl's RLConfig, errors to stderr.
+_PYDANTIC_CHECK = """
+import sys, tomllib
+from prime_rl.configs.rl import RLConfig
+try:
+    RLConfig.model_validate(tomllib.load(open(sys.argv[1], "rb")))
+except Exception as e:
+    sys.exit(str(e))
+"""
+
+
 # ---- the runner ---------------------------------------------------------------------------------
 class PrimeRLRunner(Runner):
     """prime-rl at the version pinned in conf/framework/prime_rl.yaml."""
@@ -687,6 +702,33 @@ class PrimeRLRunner(Runner):
             sbatch=render_sbatch(cfg, lay, procs, v, commit),
             notes=notes,
         )
+
+    def validate_native(self, cfg: Any, launch: Launch) -> list[str]:
+        """prime-rl's own verdict on the rendered rl.toml (`python -m bench render --native`).
+
+        PRIME_RL_DIR (a prime-rl checkout synced with uv): runs `uv run rl @ rl.toml --dry-run`, the
+        launcher's full validation. Else PRIME_RL_CONFIGS_PYTHON (a Python 3.12 with prime-rl's slim
+        `prime-rl-configs` package importable): validates with `RLConfig` (pydantic validators only).
+        Returns prime-rl's error lines; one "... not installed here" line when neither is set.
+        """
+        rl_toml = launch.files["rl.toml"]
+        with tempfile.TemporaryDirectory(prefix="prime_rl_native_") as tmp:
+            path = Path(tmp) / "rl.toml"
+            path.write_text(rl_toml)
+            root, python = os.environ.get("PRIME_RL_DIR"), os.environ.get("PRIME_RL_CONFIGS_PYTHON")
+            if root and shutil.which("uv"):
+                argv = [*UV, "rl", "@", str(path), "--dry-run", "--output-dir", str(Path(tmp) / "out")]
+                res = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=900)
+            elif python:
+                res = subprocess.run(
+                    [python, "-c", _PYDANTIC_CHECK, str(path)], capture_output=True, text=True, timeout=900
+                )
+            else:
+                return ["prime-rl (PRIME_RL_DIR checkout or PRIME_RL_CONFIGS_PYTHON) not installed here"]
+        if res.returncode == 0:
+            return []
+        lines = [ln.strip() for ln in (res.stderr + res.stdout).splitlines() if ln.strip()]
+        return lines[-20:] or [f"prime-rl exited with status {res.returncode}"]
 
     def parse_logs(self, log_dir: Path | str) -> ParseResult:
         """Trace rows from a prime-rl output or log folder (metrics.jsonl and console logs)."""

@@ -341,6 +341,11 @@ def parse_dir(log_dir: Path | str) -> tuple[list[dict[str, Any]], LogParse, dict
     if not log_dir.is_dir():
         acc.warnings.append(f"{log_dir}: not a directory; expected a prime-rl output or log folder")
         return [], acc, run_info
+    traces = next(log_dir.rglob("rollouts/step_*/train/all/traces.jsonl"), None)
+    if traces is not None:
+        # verifiers Trace.to_record() dumps (nested pydantic records): no verified sample yet, so
+        # rollouts.parquet is not derived from them rather than guessed
+        acc.warnings.append(f"{traces.parent.parent.parent.parent}: episode traces present but not parsed")
     for path in candidate_files(log_dir):
         if path.name == "wall_time.env":
             continue

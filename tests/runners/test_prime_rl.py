@@ -372,3 +372,36 @@ def test_ansi_codes_and_torchrun_prefix_are_stripped(tmp_path):
         {"step": 2, "step_s": 6.6, "native_throughput_tokens_per_s": 6183.0, "native_mfu": 0.027},
         {"step": 3, "step_s": 78.0},
     ]
+
+
+def test_episode_traces_are_reported_not_guessed(tmp_path):
+    (tmp_path / "rollouts" / "step_1" / "train" / "all").mkdir(parents=True)
+    (tmp_path / "rollouts" / "step_1" / "train" / "all" / "traces.jsonl").write_text("{}\n")
+    res = load_runner(_cfg("smoke").framework).parse_logs(tmp_path)
+    assert (
+        res.rollouts == []
+        and res.warnings[0] == f"{tmp_path / 'rollouts'}: episode traces present but not parsed"
+    )
+
+
+# ---- native hook ----------------------------------------------------------------------------------
+def test_native_hook_says_when_prime_rl_is_absent(monkeypatch):
+    monkeypatch.delenv("PRIME_RL_DIR", raising=False)
+    monkeypatch.delenv("PRIME_RL_CONFIGS_PYTHON", raising=False)
+    cfg, launch = _render("smoke")
+    assert load_runner(cfg.framework).validate_native(cfg, launch) == [
+        "prime-rl (PRIME_RL_DIR checkout or PRIME_RL_CONFIGS_PYTHON) not installed here"
+    ]
+
+
+@pytest.mark.skipif(
+    not os.environ.get("PRIME_RL_CONFIGS_PYTHON"),
+    reason="needs PRIME_RL_CONFIGS_PYTHON (prime-rl-configs at v0.8.0)",
+)
+@pytest.mark.parametrize("exp", EXPERIMENTS)
+def test_prime_rl_itself_accepts_the_render(exp):
+    """prime-rl's RLConfig validators accept every rendered rl.toml; the only refusal allowed is the
+    environment package (taskset) not being installed where the check runs."""
+    cfg, launch = _render(exp)
+    problems = load_runner(cfg.framework).validate_native(cfg, launch)
+    assert all(p.startswith("taskset '") and "not found" in p for p in problems), problems
