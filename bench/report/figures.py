@@ -11,6 +11,7 @@ import base64
 import io
 import multiprocessing as mp
 import os
+import sys
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -363,6 +364,10 @@ def _draw(i: int) -> Figure:
         fig = fn(ctx)
     except Omitted as e:
         return Figure(name, tagged, omitted=str(e))
+    except Exception as e:  # one unexpected trace shape must not cost the whole report
+        plt.close("all")
+        print(f"report: figure {name!r} failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return Figure(name, tagged, omitted=f"could not be drawn ({type(e).__name__}: {e})")
     if name in PER_RUN_COLOURS and len(ctx.runs) > LEGEND_MAX:
         ctx.caption += (
             f" {len(ctx.runs)} runs, so no legend: line colours run from dark (first row of the summary "

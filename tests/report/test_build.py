@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import re
 
-from bench.report import main
+from bench.report import build, main
 from bench.report.figures import FIGURES
 
 
@@ -78,3 +78,19 @@ def test_sweep_report_draws_the_matching_curve(sweep_runs, tmp_path):
 def test_cli_names_the_bad_directory(tmp_path, capsys):
     assert main([str(tmp_path), "--out", str(tmp_path / "out")]) == 2
     assert f"report: {tmp_path}: no manifest.json" in capsys.readouterr().err
+
+
+def test_a_figure_that_breaks_is_omitted_with_the_error_not_fatal(three_runs, tmp_path, monkeypatch, capsys):
+    from bench.report import figures
+
+    def broken(ctx):
+        raise KeyError("t_end_s")
+
+    monkeypatch.setattr(figures, "FIGURES", [("idle", "Idle", broken), *figures.FIGURES[-2:]])
+    monkeypatch.setenv("BENCH_REPORT_JOBS", "1")
+    html = build([three_runs], tmp_path).read_text()
+    assert (
+        "<strong>Idle (measured + emulated)</strong>: omitted — could not be drawn (KeyError: &#39;t_end_s&#39;)"
+        in html
+    )
+    assert "figure 'idle' failed: KeyError" in capsys.readouterr().err
