@@ -61,3 +61,13 @@ def test_same_seed_same_trace_other_seed_other_trace(tmp_path):
     assert a["steps"].equals(b["steps"])
     assert a["rollouts"].equals(b["rollouts"])
     assert not a["steps"]["t_end_s"].equals(c["steps"]["t_end_s"])
+
+
+@pytest.mark.parametrize(
+    ("experiment", "published"), [("semianalysis_case2", 0.74), ("semianalysis_case4", 0.60)]
+)
+def test_cases_2_and_4_trainer_idle_predicted_within_15_percent(tmp_path, experiment, published):
+    # not calibrated: the same inputs as case 1 (conf/emulator/semianalysis.yaml)
+    fw = {"semianalysis_case2": "prime_rl", "semianalysis_case4": "slime"}[experiment]
+    got = run(tmp_path, [f"experiment={experiment}", f"framework={fw}"])["metrics"]["trainer_idle_frac"]
+    assert got == pytest.approx(published, rel=0.15)
