@@ -75,3 +75,10 @@ def test_cli_sweep_writes_one_run_dir_per_split(tmp_path, capsys):
 def test_too_few_generator_gpus_for_one_engine_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="experiment.generator_gpus=4"):
         run(tmp_path, ["experiment=semianalysis_case1", "experiment.generator_gpus=4"])
+
+
+def test_cli_defaults_to_the_experiments_own_framework(tmp_path):
+    assert main(["experiment=semianalysis_case1", "emulator.steps=3", "--out", str(tmp_path)]) == 0
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert (manifest["framework"], manifest["mode"], manifest["seed"]) == ("prime_rl", "emulated", 0)
+    assert manifest["config"]["experiment"]["name"] == "semianalysis_case1"
