@@ -31,7 +31,13 @@ FIGURES: tuple[tuple[str, tuple[str, ...], str, float, str], ...] = (
     ("semianalysis_case2", (), "trainer_idle_frac", 0.74, "predicted"),
     ("semianalysis_case2", (), "consumption_over_production", 5.0, "predicted (74% idle implies 3.8x)"),
     ("semianalysis_case2", (), "solve_all_frac", 0.55, "load-shape input (workload Beta(3, 0.35))"),
-    ("semianalysis_case4", (), "trainer_idle_frac", 0.60, "predicted (in flight: slime fully-async keeps concurrency x engines groups)"),
+    (
+        "semianalysis_case4",
+        (),
+        "trainer_idle_frac",
+        0.60,
+        "predicted (in flight: slime fully-async keeps concurrency x engines groups)",
+    ),
 )
 
 

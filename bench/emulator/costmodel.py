@@ -7,7 +7,6 @@ Units: seconds, tokens, bytes, FLOPs, FLOP/s. Every efficiency is an input from 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -191,7 +190,3 @@ def rate_table(engine: EngineModel, max_batch: int, live_len: float) -> list[flo
     b = np.arange(max_batch + 1, dtype=np.float64)
     b[0] = 1.0
     return list(1.0 / engine.decode_step_s(b, live_len))
-
-
-def ceil_div(a: float, b: float) -> int:
-    return int(math.ceil(a / b))

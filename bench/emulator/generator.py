@@ -25,19 +25,21 @@ JOIN, ENGINE = 0, 1
 class Pool:
     """All engines of the generator; times in seconds, work in decode tokens."""
 
-    def __init__(self, engines: int, group_size: int, rate: list[float], groups_per_engine: int):
+    def __init__(self, engines: int, group_size: int, rate: list[float], concurrency: int):
         self.E, self.G = engines, group_size
         self.rate = rate  # per-sequence tokens/s, indexed by decode batch size
-        self.limit = groups_per_engine
+        self.limit = concurrency  # rollouts an engine holds (KV capacity / sequence length, capped)
         self.V = [0.0] * engines
         self.t_e = [0.0] * engines
         self.B = [0.0] * engines
-        self.n = [0] * engines
+        self.occ = [0.0] * engines  # rollouts held, time-averaged over each group's life (see place)
         self.e_heap: list[list[tuple[float, int]]] = [[] for _ in range(engines)]
         self.epoch = [0] * engines
         self.heap: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
-        self.groups: dict[int, list] = {}  # placement id -> [engine, t0, delay, work, d, w, b, v_join, g]
+        self.groups: dict[
+            int, list
+        ] = {}  # placement id -> [engine, t0, delay, work, d, w, b, v_join, g, occ]
         self.pid = 0  # placement ids: a resumed group is a new placement
         self.busy_s = 0.0
         self._busy_since = 0.0
@@ -76,25 +78,26 @@ class Pool:
     # --- groups ----------------------------------------------------------------------------------
     def place(self, g: int, work: np.ndarray, delay: np.ndarray, t: float, crit: tuple | None = None) -> bool:
         """Start group g (decode tokens and delays (s) per rollout) on the least-loaded engine at t;
-        False when every engine is full. `crit`: (critical rollout, mean-field batch share) when
-        precomputed, else derived at today's rate."""
-        n = self.n
-        e = min(range(self.E), key=n.__getitem__)
-        if n[e] >= self.limit:
+        False when every engine is full. `crit`: group_shape() when precomputed, else derived at
+        today's rate.
+
+        Capacity is counted in rollouts held, time-averaged over the group's life (a rollout holds its
+        slot through its environment time and decode; the group ends with its critical rollout), so a
+        group's finished rollouts free room for others, as they do in the engine."""
+        occ = self.occ
+        e = min(range(self.E), key=occ.__getitem__)
+        if crit is None:
+            c, b, o = group_shape(work, delay, self._rate(e))
+        else:
+            c, b, o = crit
+        if occ[e] > 0 and occ[e] + o > self.limit:
             return False
         if not self.groups:
             self._busy_since = t
-        n[e] += 1
-        if crit is None:
-            c = int(np.argmax(delay + work / self._rate(e)))  # finishes last at today's rate
-            w = float(work[c])
-            b = float(work.sum()) / w if w > 0 else 0.0
-        else:
-            c, b = crit
-            w = float(work[c])
-        d = float(delay[c])
+        occ[e] += o
+        w, d = float(work[c]), float(delay[c])
         self.pid += 1
-        self.groups[self.pid] = [e, t, delay, work, d, w, b, -1.0, g]
+        self.groups[self.pid] = [e, t, delay, work, d, w, b, -1.0, g, o]
         self.seq += 1
         heapq.heappush(self.heap, (t + d, self.seq, JOIN, self.pid, 0))
         return True
@@ -132,7 +135,7 @@ class Pool:
             if grp is None:
                 continue
             self.B[e] = max(self.B[e] - grp[6], 0.0)
-            self.n[e] -= 1
+            self.occ[e] = max(self.occ[e] - grp[9], 0.0)
             out.append((grp[8], grp))
         if not self.groups:
             self.busy_s += t - self._busy_since
@@ -148,7 +151,7 @@ class Pool:
     def stop_all(self, t: float) -> dict[int, np.ndarray]:
         """Stop every group at t (cancel or abort); return tokens each rollout had decoded."""
         done = {}
-        for e, t0, delay, work, d, _w, _b, v_join, g in self.groups.values():
+        for e, t0, delay, work, d, _w, _b, v_join, g, _o in self.groups.values():
             self._advance(e, t)
             r = self._rate(e)
             if v_join >= 0:  # progress of the critical rollout, shifted by each one's own delay
@@ -160,7 +163,7 @@ class Pool:
             self.busy_s += t - self._busy_since
         self.groups.clear()
         for e in range(self.E):
-            self.B[e], self.n[e] = 0.0, 0
+            self.B[e], self.occ[e] = 0.0, 0.0
             self.e_heap[e].clear()
             self.epoch[e] += 1
         return done
@@ -177,3 +180,15 @@ def finish_times(t0, d, w, t, delay, work):
     span = np.maximum(np.asarray(t) - (np.asarray(t0) + d), 0.0)
     rate_inv = np.where(np.asarray(w) > 0, span / np.maximum(w, 1e-12), 0.0)
     return np.clip(np.asarray(t0) + delay + work * rate_inv, np.asarray(t0) + delay, t)
+
+
+def group_shape(work: np.ndarray, delay: np.ndarray, rate: float) -> tuple[int, float, float]:
+    """(critical rollout, decode-batch share, slot occupancy) of one group at per-sequence `rate`.
+
+    The critical rollout finishes last; the batch share is sum(work) / its work (time-averaged live
+    decoders); the occupancy is sum(delay + work / rate) / its (delay + work / rate).
+    """
+    life = delay + work / rate
+    c = int(np.argmax(life))
+    w = float(work[c])
+    return c, (float(work.sum()) / w if w > 0 else 0.0), float(life.sum() / life[c]) if life[c] > 0 else 1.0

@@ -117,7 +117,7 @@ class Loop:
         self.s, self.em, self.tm, self.draws = sched, engine, trainer, draws
         self.R, self.steps, self.G = prompts_per_step, steps, draws.group_size
         self.cap_conf = max(int(max_concurrency), self.G)
-        self.pool = Pool(engines, self.G, [1.0], 1)
+        self.pool = Pool(engines, self.G, [1.0], self.cap_conf)
         self._set_load(0)
         self.version, self.t, self.heap, self.seq = 0, 0.0, [], 0
         dyn = {
@@ -137,6 +137,7 @@ class Loop:
         self.g_none: list[bool] = []
         self.g_crit: list[int] = []  # rollout that finishes last at the nominal rate
         self.g_b: list[float] = []  # its mean-field share of the decode batch
+        self.g_occ: list[float] = []  # its time-averaged slot occupancy (rollouts)
         self.next_group = 0
         self.inflight: set[int] = set()
         self.waiting: deque[tuple[int, Any, Any]] = deque()
@@ -162,7 +163,7 @@ class Loop:
         seq = self.draws.mean_seq_len(step)
         prompt = float(self.draws.w.prompt_len_mean)
         self.cap = self.em.concurrency(self.cap_conf, seq)
-        self.pool.limit = max(1, self.cap // self.G)
+        self.pool.limit = self.cap
         self.pool.rate = rate_table(self.em, self.cap_conf, prompt + 0.5 * (seq - prompt))
 
     # --- groups ---------------------------------------------------------------------------------
@@ -180,11 +181,13 @@ class Loop:
         r["step"][sl] = r["v_end"][sl] = -1
         r["t_finish"][sl] = np.nan
         nominal = self.pool.rate[min(self.cap, len(self.pool.rate) - 1)]
-        finish = (delay + work / nominal).reshape(CHUNK_GROUPS, self.G)
-        crit = finish.argmax(axis=1)
+        life = (delay + work / nominal).reshape(CHUNK_GROUPS, self.G)  # vectorised group_shape()
+        crit = life.argmax(axis=1)
+        rows = np.arange(CHUNK_GROUPS)
         w = work.reshape(CHUNK_GROUPS, self.G)
         self.g_crit += crit.tolist()
-        self.g_b += (w.sum(axis=1) / w[np.arange(CHUNK_GROUPS), crit]).tolist()
+        self.g_b += (w.sum(axis=1) / w[rows, crit]).tolist()
+        self.g_occ += (life.sum(axis=1) / life[rows, crit]).tolist()
         self.g_vstart += [0] * CHUNK_GROUPS
         self.g_zero += c.zero_adv.tolist()
         self.g_all += c.solve_all.tolist()
@@ -202,7 +205,7 @@ class Loop:
         rows, r = self._rows(g), self.roots.cols
         r["t_dispatch"][rows] = t
         r["v_start"][rows] = self.version
-        self._place(g, r["work"][rows], r["delay"][rows], t, (self.g_crit[g], self.g_b[g]))
+        self._place(g, r["work"][rows], r["delay"][rows], t, (self.g_crit[g], self.g_b[g], self.g_occ[g]))
 
     def _resume_group(self, g: int, t: float) -> None:
         """Restart a group's aborted rollouts with their remaining tokens (re-prefill the context)."""
