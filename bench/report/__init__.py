@@ -24,12 +24,13 @@ def build(result_dirs: list[Path | str], out_dir: Path | str) -> Path:
     figures/<name>.{png,svg}. Raises ReportError when no run directory is found.
     """
     from bench.report import figures, render
+    from bench.report.pool import fork_map
     from bench.report.series import load_series
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     runs, summary = load(result_dirs)
-    series = [load_series(r) for r in runs]
+    series = fork_map(load_series, runs)
     figs = figures.render_all(runs, series, summary, out)
     csv = summary.assign(missing=["; ".join(f"{k}: {v}" for k, v in sorted(r.missing.items())) for r in runs])
     csv.to_csv(out / "summary.csv", index=False)

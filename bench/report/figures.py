@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import base64
 import io
-import multiprocessing as mp
-import os
 import sys
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +24,7 @@ import seaborn as sns  # noqa: E402
 from matplotlib.collections import LineCollection  # noqa: E402
 
 from bench.report.load import MATCH_TOLERANCE, Run, matching_point  # noqa: E402
+from bench.report.pool import fork_map  # noqa: E402
 from bench.report.series import BREAKDOWN, Series  # noqa: E402
 
 DPI = 90
@@ -263,23 +261,22 @@ def fig_response_length(ctx: Ctx) -> plt.Figure:
 
 
 def fig_cost(ctx: Ctx) -> plt.Figure:
-    df = ctx.summary
-    long = pd.concat(
-        [
-            pd.DataFrame({"run": [r.label for r in ctx.runs], "$ / M tokens": df[k], "price": name})
-            for k, name in [
-                ("cost_per_mtok_usd", "own hardware (TCO)"),
-                ("tinker_equiv_per_mtok_usd", "Tinker equivalent"),
-            ]
-        ]
-    ).dropna()
-    if long.empty:
+    prices = {"cost_per_mtok_usd": "own hardware (TCO)", "tinker_equiv_per_mtok_usd": "Tinker equivalent"}
+    df = ctx.summary[list(prices)].set_axis([r.label for r in ctx.runs])
+    df = df.dropna(how="all")
+    if df.empty:
         raise Omitted("no run has cost_per_mtok_usd or tinker_equiv_per_mtok_usd in metrics.json")
-    n = long["run"].nunique()
-    fig, ax = plt.subplots(figsize=(8, _bars_height(n, 0.4, 0.9)))
-    sns.barplot(data=long, y="run", x="$ / M tokens", hue="price", ax=ax, orient="h")
+    n = len(df)
+    fig, ax = plt.subplots(figsize=(8, _bars_height(n, 0.4, 1.5)))
+    y = np.arange(n)
+    # Grouped bars drawn directly: seaborn's barplot re-aggregates and costs seconds at 100 runs.
+    for k, (col, name) in enumerate(prices.items()):
+        ax.barh(y + (k - 0.5) * 0.4, df[col].to_numpy(), height=0.4, label=name, color=sns.color_palette()[k])
+    ax.set_yticks(y, df.index)
+    ax.invert_yaxis()
     ax.tick_params(axis="y", labelsize=_bars_font(n))
-    ax.set(ylabel="", title="cost per million trained tokens")
+    ax.set(xlabel="$ / M trained tokens")
+    ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False)
     return fig
 
 
@@ -350,13 +347,10 @@ FIGURES: list[tuple[str, str, Callable[[Ctx], plt.Figure]]] = [
 
 PER_RUN_COLOURS = {"queue_health", "idle", "waste", "response_length", "gpu"}  # one line per run
 
-# Set just before the worker processes fork, so they inherit it instead of unpickling it.
-_JOB: tuple[Ctx, Path] | None = None
 
-
-def _draw(i: int) -> Figure:
-    """Draw FIGURES[i] from the inherited _JOB into PNG + SVG files (runs in a worker or in-process)."""
-    ctx, fig_dir = _JOB
+def _draw(job: tuple[Ctx, Path, int]) -> Figure:
+    """Draw FIGURES[i] into PNG + SVG files under fig_dir (in a forked worker or in-process)."""
+    ctx, fig_dir, i = job
     name, title, fn = FIGURES[i]
     ctx.caption = ""
     tagged = f"{title} ({ctx.mode_tag()})"
@@ -384,33 +378,14 @@ def _draw(i: int) -> Figure:
     return Figure(name, tagged, ctx.caption, png, [f"figures/{name}.png", f"figures/{name}.svg"])
 
 
-def jobs() -> int:
-    """Worker processes for figures: BENCH_REPORT_JOBS, else up to 2 (one per core on small machines)."""
-    env = os.environ.get("BENCH_REPORT_JOBS", "")
-    if env:
-        if not env.isdigit() or int(env) < 1:
-            raise ValueError(f"BENCH_REPORT_JOBS={env!r}: expected a positive integer")
-        return int(env)
-    return max(1, min(2, os.cpu_count() or 1))
-
-
 def render_all(runs: list[Run], series: list[Series], summary: pd.DataFrame, out_dir: Path) -> list[Figure]:
     """Draw every figure kind into out_dir/figures/<name>.{png,svg}; omitted ones carry a reason.
 
     Figures are independent and drawing them is the report's main cost, so they are spread over
-    `jobs()` forked processes (fork: the workers inherit the reduced data, nothing is pickled
-    but the finished figure).
+    forked workers (bench.report.pool: only the finished figure is pickled back).
     """
-    global _JOB
     sns.set_theme(style="whitegrid", context="paper")
     fig_dir = out_dir / "figures"
     fig_dir.mkdir(parents=True, exist_ok=True)
-    _JOB = (Ctx(runs, series, summary, _colors(runs)), fig_dir)
-    try:
-        n = jobs()
-        if n == 1 or "fork" not in mp.get_all_start_methods():
-            return [_draw(i) for i in range(len(FIGURES))]
-        with ProcessPoolExecutor(n, mp_context=mp.get_context("fork")) as pool:
-            return list(pool.map(_draw, range(len(FIGURES))))
-    finally:
-        _JOB = None
+    ctx = Ctx(runs, series, summary, _colors(runs))
+    return fork_map(_draw, [(ctx, fig_dir, i) for i in range(len(FIGURES))])
