@@ -405,3 +405,80 @@ def test_prime_rl_itself_accepts_the_render(exp):
     cfg, launch = _render(exp)
     problems = load_runner(cfg.framework).validate_native(cfg, launch)
     assert all(p.startswith("taskset '") and "not found" in p for p in problems), problems
+
+
+# ---- job.sbatch control flow, run against stub srun/scontrol/uv ---------------------------------
+STUBS = {
+    "scontrol": '#!/bin/bash\nfor i in $(seq 0 $((STUB_NODES-1))); do echo "n$i"; done\n',
+    # srun [opts] -w HOST CMD...: log the host, then exec the command here
+    "srun": '#!/bin/bash\nwhile [[ "$1" != -w ]]; do shift; done\nhost="$2"; shift 2\n'
+    'echo "srun $host $*" >> "$STUB_LOG"\nexec "$@"\n',
+    # uv run --no-sync CMD ...: the launcher's dry run and the trainer/orchestrator end; servers block
+    "uv": '#!/bin/bash\necho "uv cuda=${CUDA_VISIBLE_DEVICES:-all} $*" >> "$STUB_LOG"\ncase "$3" in\n'
+    "  rl) exit 0 ;;\n"
+    '  torchrun) sleep "${STUB_TRAINER_S:-0.3}"; exit "${STUB_TRAINER_RC:-0}" ;;\n'
+    "  orchestrator) sleep 1; exit 0 ;;\n"
+    '  *) exec -a "stub-server-$STUB_TAG" sleep 30 ;;\nesac\n',
+}
+
+
+def _stub_job(tmp_path: Path, text: str, **env_extra: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name, body in STUBS.items():
+        (bindir / name).write_text(body)
+        (bindir / name).chmod(0o755)
+    run_dir = tmp_path / "run dir"  # a space: every RUN_DIR use must be quoted
+    (run_dir / "launch").mkdir(parents=True)
+    (run_dir / "launch" / "job.sbatch").write_text(text)
+    log = tmp_path / "stub.log"
+    env = {
+        "PATH": f"{bindir}:{os.environ['PATH']}",
+        "SLURM_JOB_NODELIST": "n[0-1]",
+        "SLURM_JOB_ID": "42",
+        "SLURM_SUBMIT_DIR": str(run_dir),
+        "PRIME_RL_DIR": str(tmp_path),
+        "STUB_NODES": "2",
+        "STUB_LOG": str(log),
+        "STUB_TAG": tmp_path.name,
+        "HF_TOKEN": "x",
+        **env_extra,
+    }
+    res = subprocess.run(
+        ["bash", str(run_dir / "launch" / "job.sbatch")], env=env, capture_output=True, text=True, timeout=60
+    )
+    return res, log.read_text().splitlines() if log.exists() else []
+
+
+def _servers_left(tag: str) -> bool:
+    return subprocess.run(["pgrep", "-f", f"stub-server-{tag}"], capture_output=True).returncode == 0
+
+
+def test_job_runs_dry_run_then_every_process_on_its_node_and_stops_the_servers(tmp_path):
+    _, launch = _render("smoke")
+    res, log = _stub_job(tmp_path, launch.sbatch)
+    assert res.returncode == 0, res.stderr
+    assert log[0].startswith("uv cuda=all run --no-sync rl @ ") and log[0].endswith(" --dry-run")
+    srun = sorted(" ".join(ln.split()[1:6]) for ln in log if ln.startswith("srun "))  # host + command
+    assert srun == [
+        *[f"n0 env CUDA_VISIBLE_DEVICES={g} uv run" for g in range(8)],  # eight vLLM servers
+        "n0 uv run --no-sync vllm-router",
+        "n1 uv run --no-sync env-server",
+        "n1 uv run --no-sync orchestrator",
+        "n1 uv run --no-sync torchrun",
+    ]
+    cuda = sorted(ln.split()[1] for ln in log if ln.startswith("uv ") and " inference @ " in ln)
+    assert cuda == [f"cuda={g}" for g in range(8)]
+    orch = next(ln for ln in log if ln.startswith("uv ") and " orchestrator @ " in ln)
+    assert "--model.client.base-url http://n0:8000/v1" in orch and "--weight_broadcast.host n1" in orch
+    trainer = next(ln for ln in log if " torchrun " in ln)
+    assert "--rdzv-endpoint=n1:29500" in trainer and "--rdzv-id=job_42" in trainer
+    assert not _servers_left(tmp_path.name)
+
+
+def test_job_fails_with_the_trainer_status(tmp_path):
+    _, launch = _render("smoke")
+    res, _ = _stub_job(tmp_path, launch.sbatch, STUB_TRAINER_RC="3")
+    assert res.returncode == 3
+    assert "job.sbatch: trainer on node 1 exited (status 3) before the run finished" in res.stderr
+    assert not _servers_left(tmp_path.name)
