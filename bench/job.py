@@ -29,7 +29,7 @@ from typing import Any
 import submitit
 
 from bench import rundir, telemetry
-from bench.trace import RunPaths, read_manifest, write_manifest
+from bench.trace import RunPaths, read_manifest, write_json, write_manifest
 
 
 def slurm_fields() -> dict[str, Any]:
@@ -75,68 +75,93 @@ def _steps_traced(paths: RunPaths) -> int:
 class BenchJob(submitit.helpers.Checkpointable):
     """The submitted callable; one instance per run directory, safe to requeue."""
 
-    def __call__(self, run_dir: str) -> str:
+    def __call__(self, run_dir: str, cfg: Any = None) -> str:
+        """Run one job into `run_dir`; `cfg` is the config composed at submission (pickled with
+        the job: recomposing here would cost ~1 s of Hydra per job), else recomposed from the
+        manifest's overrides. Returns the run's final status."""
         paths = RunPaths(Path(run_dir))
-        mine = rundir.update(paths, state="RUNNING", started_at=rundir.now_iso(), **slurm_fields())
-        self._watch_sigterm(paths)
-        from bench.config import compose
-
-        cfg = compose(mine["overrides"])
-        ok, reason, extra = True, None, {}
+        # status back to running: a requeued attempt starts over in the same directory
+        mine = rundir.update(
+            paths, status="running", state="RUNNING", started_at=rundir.now_iso(), ended_at=None,
+            exit_state=None, reason=None, **slurm_fields(),
+        )  # fmt: skip
+        previous = signal.getsignal(signal.SIGTERM)
+        _stop_on_sigterm()
+        ok, reason, extra, exit_state = True, None, {}, None
         try:
+            if cfg is None:
+                from bench.config import compose
+
+                cfg = compose(mine["overrides"])
             if cfg.mode == "native":
                 ok, reason = run_native(cfg, paths)
             else:
                 rundir.update(paths, emulator_started_at=rundir.now_iso())
                 extra = run_emulator(cfg, paths)
+        except Terminated as e:  # scancel, preemption, time limit: `bench status` asks Slurm which
+            ok, reason, exit_state = False, f"{e}: terminated by Slurm", "TERMINATED"
         except Exception as e:  # the run fails; the job (and the other jobs) do not
             ok, reason = False, f"{type(e).__name__}: {e}"
             (paths.logs / "job-error.txt").write_text(traceback.format_exc())
-        return self._finish(paths, ok, reason, extra)
+        try:
+            return self._finish(paths, ok, reason, extra, exit_state)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
-    def _finish(self, paths: RunPaths, ok: bool, reason: str | None, extra: dict[str, Any]) -> str:
+    def _finish(
+        self,
+        paths: RunPaths,
+        ok: bool,
+        reason: str | None,
+        extra: dict[str, Any],
+        exit_state: str | None = None,
+    ) -> str:
         current = read_manifest(paths)
         if current.get("status") in ("failed", "partial") and current.get("dispatch", {}).get("exit_state"):
             return current["status"]  # already marked by `bench status` (cancelled under us)
         status = final_status(_steps_traced(paths), ok)
-        merged = {**extra, **current, "status": status}
-        merged["dispatch"].update(
-            state="COMPLETED" if ok else "FAILED",
-            ended_at=rundir.now_iso(),
-            exit_state="COMPLETED" if ok else "FAILED",
-            reason=reason,
-        )
+        merged = {**extra, **current}
+        exit_state = exit_state or ("COMPLETED" if ok else "FAILED")
+        merged["dispatch"].update(state=exit_state, exit_state=exit_state, reason=reason)
+        # metrics.json first, the final status last: whoever waits on the status finds metrics.json
         write_manifest(paths, merged)
         if paths.steps.exists():
             from bench.metrics import write_metrics
 
             try:
-                write_metrics(paths.root)  # metrics.json carries the final status and the dispatch facts
+                metrics = write_metrics(paths.root)
+                write_json(paths.metrics, {**metrics, "status": status})
             except Exception as e:
                 (paths.logs / "metrics-error.txt").write_text(f"{type(e).__name__}: {e}\n")
+        merged["status"] = status
+        merged["dispatch"]["ended_at"] = rundir.now_iso()
+        write_manifest(paths, merged)
         return status
 
-    @staticmethod
-    def _watch_sigterm(paths: RunPaths) -> None:
-        """Note SIGTERM (scancel, preemption) in the manifest, then defer to submitit's handler."""
-        previous = signal.getsignal(signal.SIGTERM)
-
-        def handler(signum: int, frame: Any) -> None:
-            try:
-                rundir.update(paths, signal=f"SIGTERM at {rundir.now_iso()}")
-            finally:
-                if callable(previous):
-                    previous(signum, frame)
-
-        if hasattr(signal, "SIGTERM"):
-            signal.signal(signal.SIGTERM, handler)
-
-    def checkpoint(self, run_dir: str) -> submitit.helpers.DelayedSubmission:
+    def checkpoint(self, run_dir: str, cfg: Any = None) -> submitit.helpers.DelayedSubmission:
         """Timeout/preemption: record the requeue and resubmit onto the same run directory."""
         paths = RunPaths(Path(run_dir))
         n = read_manifest(paths).get("dispatch", {}).get("requeues", 0) + 1
         rundir.update(paths, state="REQUEUED", requeues=n, reason=f"requeued ({n}) after timeout/preemption")
-        return submitit.helpers.DelayedSubmission(self, run_dir)
+        return submitit.helpers.DelayedSubmission(self, run_dir, cfg)
+
+
+class Terminated(BaseException):  # noqa: N818 - it is what happened, not an error of ours
+    """SIGTERM arrived: Slurm is ending the job (scancel, preemption, time limit).
+
+    A BaseException, like KeyboardInterrupt: an `except Exception` anywhere in the emulator or a
+    library must not swallow it and let the run go on to report itself completed."""
+
+
+def _stop_on_sigterm() -> None:
+    """Make SIGTERM end the run now (submitit only logs it): the run must not go on to report
+    itself completed after Slurm cancelled it. Preemption requeues are Slurm's, timeouts use USR2."""
+
+    def handler(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: let the run dir be written
+        raise Terminated(f"SIGTERM at {rundir.now_iso()}")
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 def run_emulator(cfg: Any, paths: RunPaths) -> dict[str, Any]:

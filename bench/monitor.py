@@ -21,6 +21,8 @@ from typing import Any
 from bench import rundir
 from bench.trace import RunPaths, read_manifest
 
+# Slurm keeps a job's last pending reason after it ran: not a reason for its end
+PENDING_REASONS = ("", "None", "Resources", "Priority", "BeginTime", "Dependency", "JobArrayTaskLimit")
 ENDED_BAD = (
     "CANCELLED",
     "FAILED",
@@ -79,6 +81,8 @@ def reconcile(paths: RunPaths) -> dict[str, Any]:
     m = read_manifest(paths)
     d = m.get("dispatch", {})
     job_id = d.get("slurm_job_id")
+    if job_id and d.get("exit_state") == "TERMINATED":
+        return _name_termination(paths, m)
     if m.get("status") != "running" or not job_id:
         return m
     info = slurm_state(str(job_id), slurm_env(m))
@@ -93,8 +97,13 @@ def reconcile(paths: RunPaths) -> dict[str, Any]:
         )
     state = info["state"]
     if state.startswith(ENDED_BAD) or state == "COMPLETED":
+        # Re-read: the job writes its final manifest before it exits, so a manifest read after
+        # Slurm reports the end is the last word (the first read may predate the job's own).
+        m = read_manifest(paths)
+        if m.get("status") != "running":
+            return m
         why = f"Slurm job {job_id} ended {state}" + (
-            f" ({info['reason']})" if info["reason"] not in ("", "None") else ""
+            f" ({info['reason']})" if info["reason"] not in PENDING_REASONS else ""
         )
         if state == "COMPLETED":
             why += ": the batch job exited before the run finished"
@@ -111,6 +120,35 @@ def reconcile(paths: RunPaths) -> dict[str, Any]:
     if info["node_list"] and not d.get("node_list"):
         shown["node_list"] = info["node_list"]
     return {**m, "dispatch": {**d, **shown}}
+
+
+def _name_termination(paths: RunPaths, m: dict[str, Any]) -> dict[str, Any]:
+    """A job that stopped on SIGTERM: once Slurm has finished ending it, record how (CANCELLED, ...).
+
+    While the job is being killed Slurm shows only COMPLETING; the final state comes after KillWait.
+    """
+    d = m["dispatch"]
+    info = slurm_state(str(d["slurm_job_id"]), slurm_env(m))
+    if info is None or not info["state"].startswith((*ENDED_BAD, "COMPLETED")):
+        return m
+    state = info["state"].split()[0]
+    return rundir.update(
+        paths,
+        state=state,
+        exit_state=state,
+        reason=f"Slurm job {d['slurm_job_id']} ended {state} ({d.get('reason')})",
+    )
+
+
+def pending(m: dict[str, Any], grace_s: float = 60.0) -> bool:
+    """Still worth waiting for: running, or terminated less than `grace_s` ago and not yet named."""
+    d = m.get("dispatch", {})
+    if m.get("status") == "running":
+        return True
+    if d.get("exit_state") != "TERMINATED" or not d.get("ended_at"):
+        return False
+    ended = dt.datetime.fromisoformat(d["ended_at"]).timestamp()
+    return time.time() - ended < grace_s
 
 
 def _failed_or_partial(paths: RunPaths) -> str:
@@ -168,12 +206,13 @@ def wait(runs: list[RunPaths], timeout_s: float | None = None, poll_s: float = 1
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     rows = [(p, reconcile(p)) for p in runs]
     with Live(table(rows, "jobs"), console=console, refresh_per_second=2, transient=False) as live:
-        while any(m.get("status") == "running" for _, m in rows):
+        while any(pending(m) for _, m in rows):
             if deadline is not None and time.monotonic() > deadline:
                 break
             time.sleep(poll_s)
             rows = [(p, reconcile(p)) for p in runs]
             live.update(table(rows, "jobs"))
+    console.print()
     return [m.get("status") for _, m in rows]
 
 

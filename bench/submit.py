@@ -126,7 +126,7 @@ def _submit_slurm(group: list[Any], folder: Path) -> None:
     ex.update_parameters(**sbatch_params(cfg, group[0].nodes, f"bench-{cfg.experiment.name}", folder))
     submitted_at = rundir.now_iso()
     with ex.batch():
-        jobs = [ex.submit(BenchJob(), str(p.paths.root)) for p in group]
+        jobs = [ex.submit(BenchJob(), str(p.paths.root), p.cfg) for p in group]
     for p, job in zip(group, jobs, strict=True):
         main_id, _, index = job.job_id.partition("_")
         rundir.update(
@@ -144,4 +144,4 @@ def _run_local(group: list[Any]) -> None:
     """cluster.executor=local: the same callable, in this process (a laptop has no queue)."""
     for p in group:
         rundir.update(p.paths, state="PENDING", submitted_at=rundir.now_iso())
-        BenchJob()(str(p.paths.root))
+        BenchJob()(str(p.paths.root), p.cfg)

@@ -130,6 +130,8 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 SchedulerType=sched/builtin
+# batch_sched_delay (default 3 s) holds every batch job back before its first scheduling attempt
+SchedulerParameters=batch_sched_delay=0
 ReturnToService=2
 MinJobAge=600
 KillWait=3
