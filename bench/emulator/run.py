@@ -91,6 +91,12 @@ def build(cfg: Any) -> tuple[Loop, Schedule, dict[str, Any]]:
     if not path:
         mode, path, notes = resolve_mode(cfg)
     sched = load_policy(path)(cfg)
+    if sched.colocated != (_placement(cfg) == "colocated"):
+        notes.append(
+            f"policy {sched.name} is {'colocated' if sched.colocated else 'disaggregated'} but "
+            f"experiment.placement={_placement(cfg)}: trainer_gpus={cfg.experiment.trainer_gpus} and "
+            f"generator_gpus={cfg.experiment.generator_gpus} are emulated as given"
+        )
     engine = costmodel.engine_model(cfg)
     gpus = cfg.experiment.generator_gpus
     engines = int(gpus) // engine.gpus
