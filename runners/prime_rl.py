@@ -560,15 +560,16 @@ def render_sbatch(cfg: Any, lay: Layout, procs: list[Process], version: str, com
     pre = " ".join(_word(w) for w in prefix)
     out += [
         "",
+        '# "${ON_NODE[@]}" HOST CMD...: run CMD as an srun step on one node, in the prime-rl checkout.',
+        f"ON_NODE=({' '.join(_word(w) for w in ['srun', '--overlap', '--nodes=1', '--ntasks=1', '--chdir=${PRIME_RL_DIR}', *srun_opts])} -w)",
+        "",
         "# 1. prime-rl's own launcher splits rl.toml into per-role configs under CONFIG_DIR and validates",
-        "#    them; --dry-run starts no process and submits nothing.",
-        'cd "${PRIME_RL_DIR}"',
-        f'{pre + " " if pre else ""}uv run --no-sync rl @ "${{RUN_DIR}}/launch/rl.toml" --output-dir "${{OUTPUT_DIR}}" --dry-run \\',
-        '  > "${RUN_DIR}/logs/rl-dry-run.log" 2>&1',
+        "#    them (on trainer node 0, inside the container if any); --dry-run starts and submits nothing.",
+        f'"${{ON_NODE[@]}}" "${{MASTER_ADDR}}" {pre + " " if pre else ""}uv run --no-sync rl @ "${{RUN_DIR}}/launch/rl.toml" \\',
+        '  --output-dir "${OUTPUT_DIR}" --dry-run > "${RUN_DIR}/logs/rl-dry-run.log" 2>&1',
         "",
         "# 2. One srun step per process on its node; the job ends when trainer and orchestrator finish,",
         "#    or as soon as any process fails or a server exits.",
-        f"ON_NODE=({' '.join(_word(w) for w in ['srun', '--overlap', '--nodes=1', '--ntasks=1', '--chdir=${PRIME_RL_DIR}', *srun_opts])} -w)",
         "declare -A ROLE_OF=() MAIN=()",
         "# shellcheck disable=SC2317  # reached through the EXIT trap",
         "cleanup() {",
@@ -671,6 +672,12 @@ class PrimeRLRunner(Runner):
         if algo != "grpo":
             problems.append(
                 f"workload.algorithm={algo!r}: prime-rl {v} has GRPO-style advantages only; expected 'grpo'"
+            )
+        container = cfg.cluster.container
+        if container.kind != "none" and not (container.image or cfg.framework.container):
+            problems.append(
+                f"cluster.container.kind={container.kind!r}: prime-rl publishes no container image; set "
+                "cluster.container.image to one holding prime-rl at this version, or use kind 'none'"
             )
         try:
             layout(cfg)

@@ -165,9 +165,17 @@ def test_toml_writer_round_trips_and_is_sorted():
 
 
 # ---- job.sbatch and goldens ----------------------------------------------------------------------
+SITES = [
+    (),
+    ("cluster=example_site", "cluster.container.image=me/prime-rl:0.8.0"),
+    ("cluster=example_site", "cluster.container.kind=apptainer", "cluster.container.image=/img/prime-rl.sif"),
+]
+
+
+@pytest.mark.parametrize("site", SITES, ids=["local", "pyxis", "apptainer"])
 @pytest.mark.parametrize("exp", EXPERIMENTS)
-def test_sbatch_is_valid_bash_lint_clean_and_never_pkills(tmp_path, exp):
-    _, launch = _render(exp)
+def test_sbatch_is_valid_bash_lint_clean_and_never_pkills(tmp_path, exp, site):
+    _, launch = _render(exp, *site)
     script = tmp_path / "job.sbatch"
     script.write_text(launch.sbatch)
     subprocess.run(["bash", "-n", str(script)], check=True)
@@ -183,8 +191,7 @@ def test_sbatch_puts_master_on_the_first_trainer_node():
     _, launch = _render("semianalysis_case1")
     assert 'MASTER_ADDR="${NODES[24]}"' in launch.sbatch
     assert (
-        'uv run --no-sync rl @ "${RUN_DIR}/launch/rl.toml" --output-dir "${OUTPUT_DIR}" --dry-run'
-        in launch.sbatch
+        '"${ON_NODE[@]}" "${MASTER_ADDR}" uv run --no-sync rl @ "${RUN_DIR}/launch/rl.toml"' in launch.sbatch
     )
 
 
@@ -458,8 +465,9 @@ def test_job_runs_dry_run_then_every_process_on_its_node_and_stops_the_servers(t
     _, launch = _render("smoke")
     res, log = _stub_job(tmp_path, launch.sbatch)
     assert res.returncode == 0, res.stderr
-    assert log[0].startswith("uv cuda=all run --no-sync rl @ ") and log[0].endswith(" --dry-run")
-    srun = sorted(" ".join(ln.split()[1:6]) for ln in log if ln.startswith("srun "))  # host + command
+    assert log[0].startswith("srun n1 uv run --no-sync rl @ ") and log[0].endswith(" --dry-run")
+    assert log[1].startswith("uv cuda=all run --no-sync rl @ ")
+    srun = sorted(" ".join(ln.split()[1:6]) for ln in log[2:] if ln.startswith("srun "))  # host + command
     assert srun == [
         *[f"n0 env CUDA_VISIBLE_DEVICES={g} uv run" for g in range(8)],  # eight vLLM servers
         "n0 uv run --no-sync vllm-router",
@@ -482,3 +490,24 @@ def test_job_fails_with_the_trainer_status(tmp_path):
     assert res.returncode == 3
     assert "job.sbatch: trainer on node 1 exited (status 3) before the run finished" in res.stderr
     assert not _servers_left(tmp_path.name)
+
+
+def test_container_sites_need_an_image_because_prime_rl_ships_none():
+    cfg = compose(["experiment=smoke", "framework=prime_rl", "cluster=example_site"])
+    assert load_runner(cfg.framework).validate(cfg) == [
+        "cluster.container.kind='pyxis': prime-rl publishes no container image; set cluster.container.image "
+        "to one holding prime-rl at this version, or use kind 'none'"
+    ]
+    cfg = compose(
+        [
+            "experiment=smoke",
+            "framework=prime_rl",
+            "cluster=example_site",
+            "cluster.container.image=me/prime-rl:0.8.0",
+        ]
+    )
+    launch = load_runner(cfg.framework).render_launch(cfg)
+    assert (
+        "--container-image=me/prime-rl:0.8.0" in launch.sbatch
+        and "#SBATCH --account=my-account" in launch.sbatch
+    )
