@@ -46,14 +46,14 @@ SEMANTICS: list[tuple[str, str, str, str, str]] = [
     ("workload.staleness_budget", "async_training.staleness_threshold", "fraction of extra samples", "0.1",
      "fully_async only: a fraction of a sync window, not versions; the suite passes the budget as is "
      "(threshold s lets about s extra windows of samples be generated ahead)."),
-    ("experiment.placement + staleness + partial_rollout", "trainer.v1.trainer_mode", "-", "sync",
+    ("framework.mode", "trainer.v1.trainer_mode", "-", "sync",
      "auto: colocated -> sync (colocate_async if partial_rollout); disaggregated -> separate_async. "
      "Always set explicitly with trainer.use_v1=True: the V1 default changed in 0.9.0."),
     ("experiment.trainer_gpus", "trainer.nnodes x trainer.n_gpus_per_node", "GPUs", "1 x 8",
      "A pool is one partial node or whole nodes."),
     ("experiment.generator_gpus", "actor_rollout_ref.rollout.nnodes x n_gpus_per_node", "GPUs", "0 x trainer",
      "separate_async; one_step_off/fully_async use top-level rollout.nnodes/n_gpus_per_node."),
-    ("experiment.placement=disaggregated", "actor_rollout_ref.hybrid_engine", "bool", "true",
+    ("experiment.placement", "actor_rollout_ref.hybrid_engine", "bool", "true",
      "False for a clean split (otherwise sleeping replicas also sit on trainer GPUs)."),
     ("weight sync path", "actor_rollout_ref.rollout.checkpoint_engine.backend", "-", "naive",
      "separate_async requires a non-naive backend: nccl."),
