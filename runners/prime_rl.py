@@ -118,6 +118,12 @@ SEMANTICS: list[tuple[str, str, str, str, str]] = [
      "tp 1, dp auto", "renamed to inference.vllm.* on 2026-08-08 (#3202), after v0.8.0"),
     ("trainer parallelism", "trainer.model.{ep,cp}", "GPUs", "ep auto, cp 1",
      "FSDP only: no trainer TP (removed 2026-03-26) or PP"),
+    ("environment", "orchestrator.train.source.env.taskset.id", "", "none",
+     "verifiers taskset plugin picked from workload.task (math: math-env-v1 on workload.dataset; swe: "
+     "r2e-gym-v1 on Prime sandboxes, with its own tasks); it must be installed where the job runs"),
+    ("chat renderer", "orchestrator.renderer.name", "", "auto",
+     "a model missing from renderers.MODEL_RENDERER_MAP is refused unless named; the suite names its family's"),
+    ("temperature", "orchestrator.train.sampling.temperature", "", "1.0", "top_p is fixed at 1.0"),
     ("metrics file", "file_monitor", "", "off at top level",
      "writes <output_dir>/metrics.jsonl from trainer and orchestrator with no source tag"),
     ("W&B", "trainer.wandb.offline, orchestrator.wandb.offline", "", "off",
@@ -201,18 +207,17 @@ def layout(cfg: Any) -> Layout:
     if g % tp:
         raise ValueError(f"experiment.generator.tp={tp}: must divide cluster.gpus_per_node={g}")
     replica_gpus = tp * max(int(ex.generator.dp), 1)
-    if not ep or replica_gpus <= g:
-        # one node per replica: dense engines are independent; EP stays inside the node
-        per_replica, replicas = 1, ex.generator_gpus // g
-    else:
-        if replica_gpus % g or ex.generator_gpus % replica_gpus:
-            raise ValueError(
-                f"experiment.generator tp x dp = {replica_gpus} GPUs per replica: must be whole nodes of {g} "
-                f"and divide experiment.generator_gpus={ex.generator_gpus}"
-            )
-        per_replica, replicas = replica_gpus // g, ex.generator_gpus // replica_gpus
-    if not ep:  # dense: one replica spanning every inference node (router balances all ranks)
+    if not ep:  # dense: independent engines on every inference node, one router over all of them
         per_replica, replicas = ex.generator_gpus // g, 1
+    elif replica_gpus <= g:  # MoE with EP inside one node: one replica per node
+        per_replica, replicas = 1, ex.generator_gpus // g
+    elif replica_gpus % g or ex.generator_gpus % replica_gpus:
+        raise ValueError(
+            f"experiment.generator tp x dp = {replica_gpus} GPUs per replica: must be whole nodes of {g} "
+            f"and divide experiment.generator_gpus={ex.generator_gpus}"
+        )
+    else:  # MoE with EP across nodes: the replica's ranks form one DP group
+        per_replica, replicas = replica_gpus // g, ex.generator_gpus // replica_gpus
     return Layout(g, ex.trainer_gpus // g, per_replica, replicas, tp, per_replica * g // tp, ep)
 
 
@@ -292,10 +297,10 @@ def check_keys(doc: dict[str, Any], schema: dict[str, Any], prefix: str = "") ->
     """Every key of a TOML document against the schema: unknown keys and wrong types, one line each."""
     problems: list[str] = []
     keys, open_paths = schema["keys"], set(schema["open"])
+    if prefix.rstrip(".") in open_paths:  # free-form dicts and plugin-narrowed configs
+        return problems
     for k, v in doc.items():
         path = f"{prefix}{k}"
-        if prefix.rstrip(".") in open_paths:
-            continue
         spec = keys.get(path)
         if spec is None:
             problems.append(f"{path}: unknown key at prime-rl {schema['version']} ({schema['commit'][:8]})")
@@ -433,6 +438,12 @@ def translation_notes(cfg: Any, version: str, lay: Layout) -> list[str]:
         notes.append(
             "workload.std_normalize=true: prime-rl GRPO cannot divide advantages by the group std "
             "(advantage = reward - group mean); the run uses mean-centred advantages"
+        )
+    spec = dict(cfg.framework.native or {}).get("taskset") or TASKSETS.get(str(w.task), {})
+    if not any("{dataset}" in str(v) for v in dict(spec.get("taskset", {})).values()):
+        notes.append(
+            f"workload.dataset={w.dataset!r} is not passed to prime-rl: taskset "
+            f"{dict(spec.get('taskset', {})).get('id')!r} brings its own tasks"
         )
     if w.kl_coef:
         notes.append(f"workload.kl_coef={w.kl_coef}: prime-rl has no reference-model KL term; not rendered")
