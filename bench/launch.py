@@ -75,8 +75,10 @@ def job_nodes(cfg: Any, launch: Any) -> int:
     return max(1, math.ceil(gpus / gpn))
 
 
-def plan(overrides: list[str], multirun: bool) -> list[JobPlan]:
-    """Compose, render and validate every job; problems are collected, nothing is written."""
+def plan(overrides: list[str], multirun: bool, dry_run: bool = False) -> list[JobPlan]:
+    """Compose, render and validate every job; problems are collected, nothing is written.
+
+    A dry run skips the "can this machine submit" checks: it must work on a laptop."""
     from bench.config import compose, for_framework
     from bench.validate import validate
     from runners.base import load_runner
@@ -99,12 +101,30 @@ def plan(overrides: list[str], multirun: bool) -> list[JobPlan]:
                 if cfg.mode == "native":
                     p.problems.append(f"[{fw}] runner cannot render the native launch: {p.render_error}")
             p.nodes = job_nodes(cfg, p.launch)
+            p.problems += [] if dry_run else cluster_problems(cfg)
             if cfg.cluster.executor == "slurm" and p.nodes > cfg.cluster.nodes:
                 p.problems.append(
                     f"[{fw}] job needs {p.nodes} nodes; cluster.nodes={cfg.cluster.nodes} (conf/cluster/{cfg.cluster.name}.yaml)"
                 )
             plans.append(p)
     return plans
+
+
+def cluster_problems(cfg: Any) -> list[str]:
+    """Can this machine submit to cfg.cluster at all? (sbatch on PATH; the testbed's slurm.conf)."""
+    import shutil
+
+    c = cfg.cluster
+    if c.executor != "slurm":
+        return []
+    where = f"cluster={c.name} (conf/cluster/{c.name}.yaml)"
+    if c.slurm_conf and not (REPO / c.slurm_conf).is_file():
+        return [
+            f"{where}: cluster.slurm_conf={c.slurm_conf} does not exist; expected a running testbed (make testbed-up)"
+        ]
+    if shutil.which("sbatch") is None:
+        return [f"{where}: executor=slurm but sbatch is not on PATH; expected a Slurm login node"]
+    return []
 
 
 def prepare(p: JobPlan, dry_run: bool = False) -> RunPaths:
@@ -145,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=None, help="seconds to wait at most (--wait)")
     args = ap.parse_intermixed_args(argv)  # overrides may come after the flags
     try:
-        plans = plan(args.overrides, args.multirun)
+        plans = plan(args.overrides, args.multirun, args.dry_run)
     except Exception as e:  # Hydra composition errors name the key and the file
         print(f"config error: {e}", file=sys.stderr)
         return 2

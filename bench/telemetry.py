@@ -88,7 +88,7 @@ def parse_nvidia_smi(text: str, node: str, t0_epoch_s: float) -> list[dict[str, 
             continue
         rows.append(
             {
-                "t_s": stamp - t0_epoch_s,
+                "t_s": round(stamp - t0_epoch_s, 3),  # nvidia-smi stamps have ms resolution
                 "node": node,
                 "gpu": gpu,
                 "util_pct": _number(parts[2]),
