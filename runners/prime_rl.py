@@ -755,5 +755,9 @@ class PrimeRLRunner(Runner):
         rows, acc, run_info = prime_rl_logs.parse_dir(log_dir)
         run_info["parser_formats"] = PARSER_FORMATS.get(self.version, [])
         return ParseResult(
-            steps=rows, warnings=acc.warnings, skipped_lines=acc.skipped, files=acc.files, run_info=run_info
+            steps=rows,
+            warnings=acc.warnings,
+            skipped_lines=acc.skipped + acc.skipped_console,
+            files=acc.files,
+            run_info=run_info,
         )

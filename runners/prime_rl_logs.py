@@ -30,6 +30,7 @@ from typing import Any
 ANSI = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
 # "Step N | <duration> |" at a hit; the duration reads "Time: 0.60s" (v0.5) or "1m 18s" (v0.6+).
 # Line prefixes (time, level, torchrun's "[default0]:") come before the hit and are never read.
+STEP_START = re.compile(rb"Step \d+ \|")
 STEP_AT = re.compile(rb"Step (\d+) \| +(?:Time:? )?([\dhdms. ]+?)(?= *\|)")
 # fields read from Step lines (old "Key: value" and new "Key value" spellings)
 THROUGHPUT = re.compile(rb"\| Throughput:? (\d+(?:\.\d+)?) tokens/s")
@@ -97,7 +98,8 @@ class LogParse:
     console_orch: dict[int, tuple] = field(default_factory=dict)  # (step_s, reward, staleness_max, filtered)
     files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    skipped: int = 0
+    skipped: int = 0  # metrics.jsonl lines that are not JSON objects
+    skipped_console: int = 0  # Step lines that could not be read
     unclassified_rows: int = 0
     times: list[float] = field(default_factory=list)  # unix seconds of metric rows (min/max only)
     pending_filtered: int = 0
@@ -149,6 +151,8 @@ class LogParse:
             return
         m = STEP_AT.match(seg)
         if not m:
+            if STEP_START.match(seg):  # a Step line cut short (truncated file, interleaved writers)
+                self.skipped_console += 1
             return
         step, dur, at = int(m[1]), parse_duration(m[2]), m.end()
         if b"| Loss" in seg:  # trainer
@@ -163,6 +167,8 @@ class LogParse:
             filtered, self.pending_filtered = self.pending_filtered or None, 0
             # staleness as int: small ints are shared objects, so a long log costs no memory for them
             self.console_orch[step] = (dur, float(reward[1]), int(off[1]) if off else None, filtered)
+        else:
+            self.skipped_console += 1  # neither a trainer nor an orchestrator Step line
 
     # ---- join ---------------------------------------------------------------------------------
     def rows(self, t0: float | None) -> list[dict[str, Any]]:
@@ -368,6 +374,8 @@ def parse_dir(log_dir: Path | str) -> tuple[list[dict[str, Any]], LogParse, dict
         )
     if acc.skipped:
         acc.warnings.append(f"{acc.skipped} metrics.jsonl line(s) were not valid JSON objects (skipped)")
+    if acc.skipped_console:
+        acc.warnings.append(f"{acc.skipped_console} console Step line(s) could not be read (skipped)")
     return rows, acc, run_info
 
 

@@ -511,3 +511,15 @@ def test_container_sites_need_an_image_because_prime_rl_ships_none():
         "--container-image=me/prime-rl:0.8.0" in launch.sbatch
         and "#SBATCH --account=my-account" in launch.sbatch
     )
+
+
+def test_cut_console_step_lines_are_counted(tmp_path):
+    lines = [
+        VERBATIM[0],
+        "02:40:54 SUCCESS Step 2 | Time: 0.",
+        "02:40:55 SUCCESS Step 3 | 1.0s | Entropy 0.5",
+    ]
+    (tmp_path / "trainer.log").write_text("\n".join(lines) + "\n")
+    res = load_runner(_cfg("smoke").framework).parse_logs(tmp_path)
+    assert [r["step"] for r in res.steps] == [1]
+    assert res.skipped_lines == 2 and res.warnings == ["2 console Step line(s) could not be read (skipped)"]
