@@ -523,3 +523,19 @@ def test_cut_console_step_lines_are_counted(tmp_path):
     res = load_runner(_cfg("smoke").framework).parse_logs(tmp_path)
     assert [r["step"] for r in res.steps] == [1]
     assert res.skipped_lines == 2 and res.warnings == ["2 console Step line(s) could not be read (skipped)"]
+
+
+def test_v0_8_orchestrator_row_gives_staleness_drops_and_token_waste(tmp_path):
+    """Key names of prime-rl.md 3.3: off_policy/* staleness, dropped traces, progress/tokens window."""
+    row = {
+        "step": 3, "time": 1.0e9, "progress/tokens": 1000, "progress/input_tokens": 200,
+        "progress/output_tokens": 600, "progress/rollouts": 8, "progress/tasks": 2,
+        "off_policy/mean": 1.5, "off_policy/max": 3, "off_policy/dropped": 2,
+        "train/agg/effective/agent/reward/mean": 0.25,
+    }  # fmt: skip
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(row) + "\n")
+    [step] = load_runner(_cfg("smoke").framework).parse_logs(tmp_path).steps
+    assert (step["staleness_mean"], step["staleness_max"], step["discarded_samples"]) == (1.5, 3, 2)
+    # 1000 tokens arrived, 800 shipped: the 200 dropped split like the shipped 200 prompt / 600 response
+    assert step["generated_tokens"] == 750 and step["response_tokens"] == 600
+    assert step["reward_mean"] == 0.25 and step["native_tokens_processed"] == 1000
