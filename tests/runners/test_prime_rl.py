@@ -539,3 +539,50 @@ def test_v0_8_orchestrator_row_gives_staleness_drops_and_token_waste(tmp_path):
     # 1000 tokens arrived, 800 shipped: the 200 dropped split like the shipped 200 prompt / 600 response
     assert step["generated_tokens"] == 750 and step["response_tokens"] == 600
     assert step["reward_mean"] == 0.25 and step["native_tokens_processed"] == 1000
+
+
+# ---- the same job through real Slurm (the local testbed, when it is up) ---------------------------
+def _testbed_env():
+    from bench import testbed
+
+    tb = testbed.from_config()
+    if not testbed.status(tb)["daemons"].get("slurmctld", False):
+        pytest.skip("Slurm testbed not running (make testbed-up)")
+    return tb.env()
+
+
+def test_job_completes_on_the_slurm_testbed_with_stub_prime_rl(tmp_path):
+    """Real sbatch/srun/scontrol on fake-GPU nodes; only `uv` (prime-rl) is a stub."""
+    env = _testbed_env()
+    cfg = _cfg("smoke", "cluster=testbed")
+    launch = load_runner(cfg.framework).render_launch(cfg)
+    run_dir = tmp_path / "run"
+    launch.write(run_dir / "launch")
+    (run_dir / "logs").mkdir()
+    bindir, record = tmp_path / "bin", tmp_path / "uv.log"
+    bindir.mkdir()
+    (bindir / "uv").write_text(
+        f'#!/bin/bash\necho "$SLURMD_NODENAME $3" >> {record}\ncase "$3" in\n'
+        "  rl) exit 0 ;;\n  torchrun) sleep 2; exit 0 ;;\n  orchestrator) sleep 3; exit 0 ;;\n"
+        "  *) exec sleep 120 ;;\nesac\n"
+    )
+    (bindir / "uv").chmod(0o755)
+    env |= {"PATH": f"{bindir}:{os.environ['PATH']}", "PRIME_RL_DIR": str(tmp_path), "HF_TOKEN": "x"}
+    res = subprocess.run(
+        ["sbatch", "--wait", "launch/job.sbatch"],
+        cwd=run_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr + "".join(
+        p.read_text() for p in (run_dir / "logs").glob("slurm-*.out")
+    )
+    roles = sorted(record.read_text().split("\n")[1:-1])
+    first = record.read_text().split("\n")[0].split()
+    assert first[1] == "rl"  # the dry run comes first, on the trainer node
+    infer_node = {r.split()[0] for r in roles if r.endswith(" inference")}
+    trainer_node = {r.split()[0] for r in roles if r.split()[1] in ("torchrun", "orchestrator", "env-server")}
+    assert len(infer_node) == len(trainer_node) == 1 and infer_node != trainer_node == {first[0]}
+    assert [r.split()[1] for r in roles].count("inference") == 8
