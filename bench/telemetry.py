@@ -47,7 +47,8 @@ def stop_sampler(proc: subprocess.Popen | None, paths: RunPaths, t0_epoch_s: flo
     """Stop the sampler and write trace/gpu.parquet from logs/gpu-*.csv; return the rows written."""
     if proc is None:
         return 0
-    proc.send_signal(signal.SIGINT)  # srun cancels its step on SIGINT; nvidia-smi exits on it
+    # SIGTERM: srun forwards it to the step's tasks and exits (one SIGINT only prints its status)
+    os.killpg(proc.pid, signal.SIGTERM)
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:

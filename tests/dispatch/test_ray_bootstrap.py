@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from bench import launch, monitor
+from bench.trace import read_gpu
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -43,6 +44,17 @@ exec "{ray}" "$@"
 """
 
 
+NVIDIA_SMI = """#!/bin/bash
+# Stands in for nvidia-smi on a GPU-less node: the suite's query, in nvidia-smi's CSV format
+# (--format=csv,noheader,nounits), 8 idle GPUs, once a second, until the sampler is stopped.
+while true; do
+  now=$(date +"%Y/%m/%d %H:%M:%S.%3N")
+  for i in 0 1 2 3 4 5 6 7; do echo "$now, $i, 0, 0, 70.00"; done
+  sleep 1
+done
+"""
+
+
 def _script(path: Path, text: str) -> Path:
     path.write_text(text)
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
@@ -67,6 +79,7 @@ def test_ray_bootstrap_spans_the_nodes_before_the_driver_starts(
     shims = tmp_path / "bin"
     shims.mkdir()
     _script(shims / "ray", RAY_SHIM.format(ray=ray_bin))
+    _script(shims / "nvidia-smi", NVIDIA_SMI)
     driver = _script(tmp_path / "driver.sh", DRIVER.format(python=os.sys.executable))
     # Read by job.sbatch (inherited through sbatch --export=ALL and the job's environment):
     monkeypatch.setenv("PATH", f"{shims}:{Path(os.sys.executable).parent}:{os.environ['PATH']}")
@@ -105,6 +118,11 @@ def test_ray_bootstrap_spans_the_nodes_before_the_driver_starts(
         assert status == "failed"
         assert manifest["dispatch"]["reason"].startswith("parse_logs found no steps")
         assert "all 2 Ray node(s) active" in (run / "logs" / "job.out").read_text()
+        # 1-s GPU telemetry from every node of the allocation -> trace/gpu.parquet
+        gpu = read_gpu(run / "trace" / "gpu.parquet")
+        assert sorted(gpu["node"].unique()) == sorted(_hostnames(nodes, testbed))
+        per_node = gpu.groupby("node")["gpu"].agg(lambda g: sorted(set(g)))
+        assert all(v == list(range(8)) for v in per_node) and len(gpu) >= 2 * 8 * 10  # >= 10 s sampled
 
 
 def _hostnames(node_list: str, testbed) -> list[str]:
