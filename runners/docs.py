@@ -41,7 +41,9 @@ def _cell(text: Any) -> str:
 
 def _format_rows(formats: Any) -> list[str]:
     if isinstance(formats, dict):
-        return [f"- **{version}**: " + "; ".join(_cell(x) for x in items) for version, items in formats.items()]
+        return [
+            f"- **{version}**: " + "; ".join(_cell(x) for x in items) for version, items in formats.items()
+        ]
     return ["- " + "; ".join(f"{k}: {_cell(v)}" for k, v in item.items()) for item in formats]
 
 
@@ -51,7 +53,9 @@ def render() -> str:
     lines += ["| concept | framework | native key | unit | default | caveat |", "|---|---|---|---|---|---|"]
     rows = [(str(r[0]), name, *r[1:]) for name, _, m in fws for r in m.SEMANTICS]
     for concept, name, key, unit, default, caveat in sorted(rows, key=lambda r: (r[0], r[1])):
-        lines.append(f"| {_cell(concept)} | {name} | `{_cell(key)}` | {_cell(unit)} | {_cell(default)} | {_cell(caveat)} |")
+        lines.append(
+            f"| {_cell(concept)} | {name} | `{_cell(key)}` | {_cell(unit)} | {_cell(default)} | {_cell(caveat)} |"
+        )
     lines += ["", "## Log formats the parsers accept", ""]
     for name, version, m in fws:
         lines += [f"### {name} (pinned {version})", "", *_format_rows(m.PARSER_FORMATS), ""]

@@ -88,35 +88,35 @@ ASYNC_LAG = {"0.8.0": 1}
 
 # (concept, prime-rl key, unit, prime-rl default, caveat) - docs/frameworks.md is generated from it
 SEMANTICS: list[tuple[str, str, str, str, str]] = [
-    ("batch size", "orchestrator.batch_size", "rollouts", "none (set it or token_batch_size)",
+    ("workload.prompts_per_step", "orchestrator.batch_size", "rollouts", "none (set it or token_batch_size)",
      "counts rollouts (= prompts x group_size), not prompts; docs/training.md says 'tasks'"),
-    ("group size", "orchestrator.group_size", "rollouts per prompt", "1",
+    ("workload.group_size", "orchestrator.group_size", "rollouts per prompt", "1",
      "default 1 gives GRPO zero advantages, so it is always set; renamed from rollouts_per_example"),
-    ("staleness bound", "orchestrator.max_off_policy_steps", "policy versions", "8",
+    ("workload.staleness_budget", "orchestrator.max_off_policy_steps", "policy versions", "8",
      "in-flight rollouts older than this are cancelled when a new policy lands; 0 is accepted but "
      "does not make training on-policy (the orchestrator still runs 1 batch ahead)"),
-    ("async depth", "(none; TARGET_LAG = 1 in orchestrator.py)", "steps", "1",
+    ("framework.mode", "(none; TARGET_LAG = 1 in orchestrator.py)", "steps", "1",
      "not configurable since 2026-05-25: no synchronous mode, trainer and inference always overlap"),
-    ("oversampling", "orchestrator.oversampling_factor", "x batch_size in-flight episodes", "1.0",
+    ("experiment.oversampling", "orchestrator.oversampling_factor", "x batch_size in-flight episodes", "1.0",
      "caps in-flight episodes at batch_size x factor (max_inflight_episodes); removed after v0.8.0"),
-    ("max response length", "orchestrator.train.sampling.max_completion_tokens", "tokens per turn",
+    ("workload.max_response_len", "orchestrator.train.sampling.max_completion_tokens", "tokens per turn",
      "none", "per model turn; the workload's all-turn cap is enforced by seq_len (prompt + response)"),
-    ("sequence length", "seq_len", "tokens", "2048", "packing length of trainer and orchestrator"),
-    ("advantage", "orchestrator.algo.type = grpo", "", "grpo",
+    ("experiment.trainer.micro_batch_tokens", "seq_len", "tokens", "2048", "packing length of trainer and orchestrator"),
+    ("workload.std_normalize", "orchestrator.algo.type = grpo", "", "grpo",
      "reward minus group mean, no std normalisation; GSPO/DAPO have no equivalent"),
-    ("KL to reference", "(none)", "", "", "no reference model; trainer.loss.kl_tau penalises "
+    ("workload.kl_coef", "(none)", "", "", "no reference model; trainer.loss.kl_tau penalises "
      "trainer-vs-inference mismatch instead"),
-    ("optimizer steps per batch", "(none)", "", "1", "one optimizer step per batch; micro-batches "
+    ("workload.mini_batches_per_step", "(none)", "", "1", "one optimizer step per batch; micro-batches "
      "only accumulate gradients"),
-    ("zero-advantage filter", "orchestrator.{pre,post}_batch_filters zero_advantage.enforce", "",
+    ("experiment.filter_zero_advantage", "orchestrator.{pre,post}_batch_filters zero_advantage.enforce", "",
      "post-batch enforce=true", "pre-batch enforce drops groups before they take a batch slot "
      "(backfilled); the default post-batch enforce drops them after (no backfill). The suite sets "
      "pre = experiment.filter_zero_advantage, post = false, gibberish/repetition monitor-only"),
-    ("weight sync", "weight_broadcast.type", "", "nccl with [inference]",
+    ("weight sync path", "weight_broadcast.type", "", "nccl with [inference]",
      "NCCL broadcast from trainer rank 0; engines pause with requests kept (in-flight updates)"),
-    ("inference parallelism", "inference.parallel.{tp,dp}, inference.enable_expert_parallel", "GPUs",
+    ("experiment.generator.tp/ep/dp", "inference.parallel.{tp,dp}, inference.enable_expert_parallel", "GPUs",
      "tp 1, dp auto", "renamed to inference.vllm.* on 2026-08-08 (#3202), after v0.8.0"),
-    ("trainer parallelism", "trainer.model.{ep,cp}", "GPUs", "ep auto, cp 1",
+    ("experiment.trainer.{tp,pp,cp,ep}", "trainer.model.{ep,cp}", "GPUs", "ep auto, cp 1",
      "FSDP only: no trainer TP (removed 2026-03-26) or PP"),
     ("environment", "orchestrator.train.source.env.taskset.id", "", "none",
      "verifiers taskset plugin picked from workload.task (math: math-env-v1 on workload.dataset; swe: "
@@ -124,9 +124,9 @@ SEMANTICS: list[tuple[str, str, str, str, str]] = [
     ("chat renderer", "orchestrator.renderer.name", "", "auto",
      "a model missing from renderers.MODEL_RENDERER_MAP is refused unless named; the suite names its family's"),
     ("temperature", "orchestrator.train.sampling.temperature", "", "1.0", "top_p is fixed at 1.0"),
-    ("metrics file", "file_monitor", "", "off at top level",
+    ("local metrics", "file_monitor", "", "off at top level",
      "writes <output_dir>/metrics.jsonl from trainer and orchestrator with no source tag"),
-    ("W&B", "trainer.wandb.offline, orchestrator.wandb.offline", "", "off",
+    ("local metrics", "trainer.wandb.offline, orchestrator.wandb.offline", "", "off",
      "top-level [wandb] rejects offline (shared mode), so the per-process blocks are used"),
 ]  # fmt: skip
 
@@ -534,10 +534,10 @@ def _word(word: str) -> str:
 
 def render_sbatch(cfg: Any, lay: Layout, procs: list[Process], version: str, commit: str) -> str:
     """job.sbatch: prime-rl's node layout, one srun step per process, no pkill preamble."""
-    from runners.slurm import _container, _header  # the suite's shared header and container rules
+    from runners.slurm import container_prefix, sbatch_header  # the suite's shared header and container rules
 
-    srun_opts, prefix = _container(cfg.cluster, str(cfg.framework.container or ""))
-    out = _header(cfg.cluster, job_name(cfg), lay.nodes, lay.gpus_per_node, None)
+    srun_opts, prefix = container_prefix(cfg.cluster, str(cfg.framework.container or ""))
+    out = sbatch_header(cfg.cluster, job_name(cfg), lay.nodes, lay.gpus_per_node, None)
     out += ["", f"# Generated by the RL post-training benchmark suite (runners/prime_rl.py): prime-rl {version} ({commit}).",
             "# Layout as prime-rl's multi_node_rl.sbatch.j2: inference nodes first, then trainer nodes."]  # fmt: skip
     for n in range(lay.nodes):

@@ -154,7 +154,12 @@ def test_only_async_mode_exists():
 
 def test_semantics_rows_are_complete():
     assert all(len(row) == 5 and row[0] and row[1] for row in SEMANTICS)
-    assert {"batch size", "group size", "staleness bound", "async depth"} <= {row[0] for row in SEMANTICS}
+    assert {
+        "workload.prompts_per_step",
+        "workload.group_size",
+        "workload.staleness_budget",
+        "framework.mode",
+    } <= {row[0] for row in SEMANTICS}
 
 
 def test_toml_writer_round_trips_and_is_sorted():
