@@ -1,7 +1,7 @@
 """What runs inside one job's allocation: `BenchJob()(run_dir)`.
 
-The job recomposes its config from the overrides recorded in manifest.json (the conf/ tree is on
-the shared filesystem), so what runs is exactly what was validated at submission. Then:
+The job gets the config composed and validated at submission (pickled with it by submitit; the
+manifest's overrides recompose it when it is missing), so what runs is what was checked. Then:
 
 - mode=emulate: the emulator (bench.emulator.run.emulate) on the batch node of the allocation;
 - mode=native: the runner's rendered launch/job.sbatch, executed inside this allocation (its
@@ -44,7 +44,7 @@ def slurm_fields() -> dict[str, Any]:
     # An array member's own SLURM_JOB_ID is a fresh number; '<array>_<index>' is what squeue and
     # scancel accept and what submitit recorded at submission, so keep that as the job id.
     job_id = f"{env['SLURM_ARRAY_JOB_ID']}_{array_task}" if array_task is not None else env["SLURM_JOB_ID"]
-    return {
+    fields = {
         "slurm_job_id": job_id,
         "slurm_job_id_raw": env["SLURM_JOB_ID"],
         "array_job_id": env.get("SLURM_ARRAY_JOB_ID"),
@@ -55,6 +55,8 @@ def slurm_fields() -> dict[str, Any]:
         "gpus": gpus_per_node * nodes if gpus_per_node is not None else None,
         "requeues": int(env.get("SLURM_RESTART_COUNT", "0")),
     }
+    # What Slurm does not say (no GPU env on a GRES-less site) keeps the value planned at submission
+    return {k: v for k, v in fields.items() if v is not None}
 
 
 def final_status(steps_traced: int, ok: bool) -> str:
@@ -64,7 +66,8 @@ def final_status(steps_traced: int, ok: bool) -> str:
     return "partial" if steps_traced > 0 else "failed"
 
 
-def _steps_traced(paths: RunPaths) -> int:
+def steps_traced(paths: RunPaths) -> int:
+    """Rows of trace/steps.parquet (0 when the run traced no step)."""
     if not paths.steps.exists():
         return 0
     import pyarrow.parquet as pq
@@ -119,7 +122,7 @@ class BenchJob(submitit.helpers.Checkpointable):
         current = read_manifest(paths)
         if current.get("status") in ("failed", "partial") and current.get("dispatch", {}).get("exit_state"):
             return current["status"]  # already marked by `bench status` (cancelled under us)
-        status = final_status(_steps_traced(paths), ok)
+        status = final_status(steps_traced(paths), ok)
         merged = {**extra, **current}
         exit_state = exit_state or ("COMPLETED" if ok else "FAILED")
         merged["dispatch"].update(state=exit_state, exit_state=exit_state, reason=reason)

@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # Hydra composition errors name the key and the file
         print(f"config error: {e}", file=sys.stderr)
         return 2
-    problems = [m for p in plans for m in p.problems]
+    problems = list(dict.fromkeys(m for p in plans for m in p.problems))  # cluster problems: once
     if problems:
         print("pre-flight problems (nothing submitted):\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2
@@ -186,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.wait:
         statuses = wait(runs, timeout_s=args.timeout)
         return 0 if all(s == "completed" for s in statuses) else 1
-    return 0
+    from bench.trace import read_manifest
+
+    return 1 if any(read_manifest(r)["dispatch"]["state"] == "SUBMIT_FAILED" for r in runs) else 0
 
 
 def slurm_env(cfg: Any) -> None:

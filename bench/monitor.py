@@ -152,9 +152,9 @@ def pending(m: dict[str, Any], grace_s: float = 60.0) -> bool:
 
 
 def _failed_or_partial(paths: RunPaths) -> str:
-    from bench.job import _steps_traced
+    from bench.job import steps_traced
 
-    return "partial" if _steps_traced(paths) > 0 else "failed"
+    return "partial" if steps_traced(paths) > 0 else "failed"
 
 
 def _elapsed(d: dict[str, Any]) -> str:
@@ -166,9 +166,9 @@ def _elapsed(d: dict[str, Any]) -> str:
 
 
 def _last_step(paths: RunPaths) -> str:
-    from bench.job import _steps_traced
+    from bench.job import steps_traced
 
-    n = _steps_traced(paths)
+    n = steps_traced(paths)
     return str(n) if n else "-"
 
 

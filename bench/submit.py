@@ -100,8 +100,17 @@ def submit(plans: list[Any], dry_run: bool = False) -> list[RunPaths]:
         )
         folder = folder / cfg.experiment.name / ".submitit"
         _write_sbatch(group, folder)
-        if not dry_run:
+        if dry_run:
+            continue
+        try:
             _submit_slurm(group, folder)
+        except Exception as e:  # sbatch refused (account, QoS, partition): the other groups still go
+            for p in group:
+                rundir.update(
+                    p.paths, status="failed", state="SUBMIT_FAILED", exit_state="SUBMIT_FAILED",
+                    ended_at=rundir.now_iso(), reason=f"sbatch failed: {type(e).__name__}: {e}",
+                )  # fmt: skip
+            print(f"submission failed for {len(group)} job(s): {e}", file=sys.stderr)
     return runs
 
 

@@ -195,8 +195,10 @@ def _read_pids(tb: Testbed) -> dict[str, int]:
 def _start(tb: Testbed, name: str, argv: list[str], pids: dict[str, int]) -> None:
     if name in pids and _alive(pids[name]):
         return  # idempotent: already running
-    out = open(tb.root / "log" / f"{name}.stdout", "ab")  # noqa: SIM115 - handed to the daemon
-    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=tb.env())
+    with open(tb.root / "log" / f"{name}.stdout", "ab") as out:  # the daemon keeps its own copy
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=tb.env()
+        )
     pids[name] = proc.pid
     tb.pids_file.write_text(json.dumps(pids, indent=2) + "\n")
 

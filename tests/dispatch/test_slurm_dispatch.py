@@ -111,3 +111,20 @@ def test_status_shows_each_run_with_its_slurm_state(testbed, results: Path, caps
     assert launch.status_main([str(results / "smoke")]) == 0
     out = capsys.readouterr().out
     assert "completed" in out and "n[1-2]" in out and _manifest(runs[0])["dispatch"]["slurm_job_id"] in out
+
+
+def test_sbatch_refusal_marks_the_runs_failed_with_slurms_message(testbed, results: Path):
+    rc = launch.main(
+        [
+            "experiment=smoke",
+            "cluster=testbed",
+            "framework=verl",
+            "cluster.partition=nosuch",
+            f"results_dir={results}",
+        ]
+    )
+    assert rc == 1
+    (run,) = [p for p in (results / "smoke").iterdir() if not p.name.startswith(".")]
+    m = _manifest(run)
+    assert (m["status"], m["dispatch"]["exit_state"]) == ("failed", "SUBMIT_FAILED")
+    assert "invalid partition specified: nosuch" in m["dispatch"]["reason"].lower()
