@@ -26,7 +26,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 CTLD_PORT = 16817  # away from a site slurmctld's 6817
 SLURMD_PORT_BASE = 17000  # node k listens on 17000 + k
-USABLE_STATES = ("idle", "mixed", "allocated", "completing")
 
 
 class TestbedError(RuntimeError):
@@ -261,8 +260,8 @@ def up(tb: Testbed | None = None, timeout_s: float = 60.0) -> Testbed:
 
     def usable() -> bool:
         states = node_states(tb)
-        bad = [n for n in tb.node_names if states.get(n, "unknown").rstrip("*~#!%$@^-") not in _SHORT_OK]
-        if bad and any(states.get(n, "").startswith(("drain", "down")) for n in bad):
+        bad = [n for n in tb.node_names if states.get(n, "unknown") not in _SHORT_OK]
+        if bad and any(states.get(n, "").startswith(("drain", "drng", "down")) for n in bad):
             # ReturnToService=2 revives most nodes; a node drained by an earlier run needs a resume.
             subprocess.run(
                 ["scontrol", "update", f"nodename={','.join(bad)}", "state=resume"],
@@ -275,6 +274,7 @@ def up(tb: Testbed | None = None, timeout_s: float = 60.0) -> Testbed:
     return tb
 
 
+# sinfo %t short states of a usable node; a suffix ("idle*": not responding) means not yet
 _SHORT_OK = ("idle", "mix", "alloc", "comp")
 
 

@@ -44,3 +44,11 @@ def test_up_again_is_a_no_op_on_running_daemons(testbed):
     tb_mod.up(testbed)
     assert tb_mod._read_pids(testbed) == before
     assert all(tb_mod.status(testbed)["daemons"].values())
+
+
+def test_up_resumes_a_drained_node(testbed):
+    last = f"n{testbed.nodes}"
+    _scontrol(testbed, "update", f"nodename={last}", "state=drain", "reason=dispatch-test")
+    assert tb_mod.node_states(testbed)[last].startswith(("drain", "drng"))
+    tb_mod.up(testbed)
+    assert tb_mod.node_states(testbed)[last] in ("idle", "mix", "alloc")
