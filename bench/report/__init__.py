@@ -17,7 +17,7 @@ from bench.report.load import ReportError, load
 __all__ = ["ReportError", "build", "main"]
 
 
-def build(result_dirs: list[Path | str], out_dir: Path | str) -> Path:
+def build(result_dirs: list[Path | str], out_dir: Path | str, all_runs: bool = False) -> Path:
     """Build the report for every run under `result_dirs` into `out_dir`; return index.html's path.
 
     Writes index.html (self-contained: figures embedded), summary.md, summary.csv and
@@ -29,7 +29,7 @@ def build(result_dirs: list[Path | str], out_dir: Path | str) -> Path:
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    runs, summary = load(result_dirs)
+    runs, summary = load(result_dirs, all_runs=all_runs)
     series = fork_map(load_series, runs)
     figs = figures.render_all(runs, series, summary, out)
     csv = summary.assign(missing=["; ".join(f"{k}: {v}" for k, v in sorted(r.missing.items())) for r in runs])
@@ -45,6 +45,10 @@ def build(result_dirs: list[Path | str], out_dir: Path | str) -> Path:
         "details": render.run_details(runs, series),
     }
     html, _ = render.write(out, context)
+    if summary.attrs.get("superseded"):
+        print(
+            f"report: left out {len(summary.attrs['superseded'])} older run(s) of the same points (--all-runs)"
+        )
     return html
 
 
@@ -55,10 +59,15 @@ def main(argv: list[str] | None = None) -> int:
         "result_dirs", nargs="+", type=Path, help="run directories or results/<experiment> folders"
     )
     p.add_argument("--out", type=Path, required=True, help="output directory (created)")
+    p.add_argument(
+        "--all-runs",
+        action="store_true",
+        help="every run, not only the newest per framework and configuration",
+    )
     args = p.parse_args(argv)
     t0 = time.perf_counter()
     try:
-        html = build(args.result_dirs, args.out)
+        html = build(args.result_dirs, args.out, all_runs=args.all_runs)
     except ReportError as e:
         print(f"report: {e}", file=sys.stderr)
         return 2

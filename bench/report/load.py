@@ -109,7 +109,8 @@ ID_COLUMNS: dict[str, str] = {
 SUMMARY_SCHEMA: dict[str, str] = ID_COLUMNS | {k: "float64" for k in METRIC_KEYS + DERIVED_KEYS}
 
 # Resolved-config keys that differ between runs for reasons other than a sweep.
-_NOT_SWEPT = ("framework.", "results_dir", "experiment.frameworks", "hydra.", "run_id")
+# The cluster is where a workload ran, not a point of a sweep.
+_NOT_SWEPT = ("framework.", "results_dir", "experiment.frameworks", "hydra.", "run_id", "cluster.")
 
 
 @dataclass
@@ -337,10 +338,42 @@ def check_schema(df: pd.DataFrame) -> None:
         raise ReportError(f"summary columns differ from SUMMARY_SCHEMA (got, expected): {diff}")
 
 
-def load(result_dirs: list[Path | str]) -> tuple[list[Run], pd.DataFrame]:
-    """Discover and read every run under `result_dirs`; return the runs (in table order) and the summary."""
+def latest_per_point(runs: list[Run]) -> tuple[list[Run], list[Run]]:
+    """Per (framework, workload configuration): the newest completed run, plus any failed or
+    partial runs newer than it (their reasons belong in the report). Returns (kept, superseded).
+
+    Re-running an experiment adds run directories and never overwrites old ones; the report
+    compares the newest runs and counts the older ones it left out.
+    """
+
+    def point(r: Run) -> str:
+        flat = _flatten(resolved_config(r.manifest))
+        cfg = {k: v for k, v in flat.items() if not k.startswith(_NOT_SWEPT)}
+        return json.dumps(
+            [r.manifest["framework"], _explicit_sweep(r.manifest), cfg], sort_keys=True, default=str
+        )
+
+    kept: list[Run] = []
+    by_point: dict[str, list[Run]] = {}
+    for r in sorted(runs, key=lambda r: r.paths.manifest.stat().st_mtime, reverse=True):
+        by_point.setdefault(point(r), []).append(r)
+    for newest_first in by_point.values():
+        for r in newest_first:
+            kept.append(r)
+            if r.manifest.get("status") == "completed":
+                break
+    return kept, [r for r in runs if r not in kept]
+
+
+def load(result_dirs: list[Path | str], all_runs: bool = False) -> tuple[list[Run], pd.DataFrame]:
+    """Discover and read the runs under `result_dirs` (the newest per framework and configuration,
+    or every run with `all_runs`); return the runs (in table order) and the summary."""
     runs = [load_run(p) for p in discover(result_dirs)]
+    superseded: list[Run] = []
+    if not all_runs:
+        runs, superseded = latest_per_point(runs)
     df = summarize(runs)
     order = {p: i for i, p in enumerate(df["path"])}
     runs.sort(key=lambda r: order[str(r.paths.root)])
+    df.attrs["superseded"] = sorted(r.run_id for r in superseded)
     return runs, df

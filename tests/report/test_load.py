@@ -116,3 +116,24 @@ def test_failure_reason_comes_from_the_dispatch_block(tmp_path):
     )
     runs, _ = load([tmp_path])
     assert runs[0].missing["mfu"] == "no metrics.json (run status: failed: NODE_FAIL on gpu-07)"
+
+
+def test_rerun_keeps_newest_completed_and_newer_failures(tmp_path):
+    import os
+
+    from bench.report.synthetic import make_run
+    from tests.report.conftest import metrics
+
+    root = tmp_path / "smoke"
+    for i, (name, status) in enumerate(
+        [("verl-a", "completed"), ("verl-b", "completed"), ("verl-c", "failed")]
+    ):
+        make_run(
+            root / name, "verl", status=status, metrics=None if status == "failed" else metrics(), seed=1
+        )
+        os.utime(root / name / "manifest.json", (1000 + i, 1000 + i))  # a, b, c in this order
+    runs, df = load([root])
+    assert sorted(r.run_id for r in runs) == ["verl-b", "verl-c"]  # newest success + the failure after it
+    assert df.attrs["superseded"] == ["verl-a"]
+    runs, _ = load([root], all_runs=True)
+    assert len(runs) == 3
