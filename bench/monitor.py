@@ -67,7 +67,7 @@ def slurm_state(job_id: str, env: dict[str, str] | None = None) -> dict[str, str
 def slurm_env(manifest: dict[str, Any]) -> dict[str, str]:
     """Environment for Slurm commands about this run: SLURM_CONF of its cluster (the testbed), if any."""
     conf = manifest.get("config", {}).get("cluster", {}).get("slurm_conf")
-    if not conf or "SLURM_CONF" in os.environ:
+    if not conf:  # a site cluster: whatever Slurm this shell is configured for
         return dict(os.environ)
     return {**os.environ, "SLURM_CONF": str(rundir.REPO / conf)}
 
