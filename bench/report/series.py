@@ -124,18 +124,18 @@ def _rollouts(run: Run, s: Series, wall_s: float | None) -> None:
     width = edges[1] - edges[0]
     prod = pd.DataFrame({"t_s": edges[1:], "production_per_s": counts / width if width > 0 else np.nan})
     prod["queue_depth"] = np.nan
-    if s.steps is not None and s.steps["t_start_s"].notna().any():
-        # Depth = rollouts finished minus rollouts taken by steps that started by then.
-        full = read_steps(
-            run.paths.steps, columns=["t_start_s", "samples", "filtered_samples", "discarded_samples"]
-        )
-        taken = full[["samples", "filtered_samples", "discarded_samples"]].sum(axis=1).to_numpy(float)
-        t_take = full["t_start_s"].to_numpy(float)
-        order = np.argsort(t_take)
-        cum_taken = np.cumsum(taken[order])
-        idx = np.searchsorted(t_take[order], prod["t_s"].to_numpy(), side="right")
-        left = np.where(idx > 0, cum_taken[np.maximum(idx - 1, 0)], 0.0)
-        prod["queue_depth"] = np.maximum(np.cumsum(counts) - left, 0)
+    if s.steps is not None and s.steps["t_start_s"].notna().any() and len(used):
+        # Depth = trained rollouts finished but not yet taken: a rollout waits from t_finish_s until
+        # the start of the step that trains it (rollouts dropped later never count as waiting).
+        full = read_steps(run.paths.steps, columns=["step", "t_start_s"]).dropna()
+        start_of = pd.Series(full["t_start_s"].to_numpy(float), index=full["step"].to_numpy())
+        fin = used["t_finish_s"].to_numpy(float)
+        take = start_of.reindex(used["step_consumed"].to_numpy()).to_numpy(float)
+        ok = ~(np.isnan(fin) | np.isnan(take))
+        t = prod["t_s"].to_numpy()
+        finished = np.searchsorted(np.sort(fin[ok]), t, side="right")
+        taken = np.searchsorted(np.sort(take[ok]), t, side="right")
+        prod["queue_depth"] = np.maximum(finished - taken, 0)
     s.production = prod
 
 
