@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from bench import metrics as metrics_module
 from bench.trace import RunPaths
 
 
@@ -67,31 +68,9 @@ METRIC_COLUMNS: list[Column] = [
     Column("tinker_ratio", "Own cost ÷ Tinker", "×", "lower", 1.0, 2),
 ]
 
-# Every metrics.json number the CSV carries (ARCHITECTURE.md + the metrics contract).
-METRIC_KEYS = [
-    "wall_s",
-    "steady_step_s",
-    "trajectories_per_s",
-    "production_samples_per_s",
-    "consumption_samples_per_s",
-    "trainer_idle_frac",
-    "mfu",
-    "mfu_wall",
-    "mfu_native",
-    "oversampling_waste",
-    "token_waste",
-    "zero_advantage_frac",
-    "staleness_mean",
-    "staleness_max",
-    "trained_tokens",
-    "generated_tokens",
-    "gpu_hours",
-    "cost_per_mtok_usd",
-    "tinker_equiv_per_mtok_usd",
-    "goodput_tokens_per_s",
-    "energy_wh",
-]
 DERIVED_KEYS = ["prod_cons_ratio", "tinker_ratio"]
+# Every metrics.json number the CSV carries: bench.metrics's own list (the ratios are re-derived).
+METRIC_KEYS = [k for k in metrics_module.METRIC_KEYS if k not in DERIVED_KEYS]
 MATCH_TOLERANCE = 0.05  # |log(production / consumption)| within this of the best counts as matched
 
 # Identity columns of the summary, with their dtypes; then one float64 per metric.
