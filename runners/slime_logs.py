@@ -469,6 +469,7 @@ def build_steps(
         "staleness_bound": staleness_bound(mode, shape),
         "batch_shape": {k: shape.get(k) for k in SHAPE_KEYS if k in shape},
         "initial_update_weights_s": _num(first, "perf/update_weights_time"),
+        "t0_unix_s": t0,  # the time base t_start_s/t_end_s count from (None when nothing was stamped)
         "records": dict(sorted(state.counts.items())),
         "lines": state.lines,
         "unclassified_perf_records": state.unknown_perf,

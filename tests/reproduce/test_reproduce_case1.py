@@ -26,8 +26,6 @@ FIGURES = [f.id for f in load_case(PUBLISHED_DIR / "opd_frameworks.yaml").figure
 def test_case1_figure_within_tolerance(case1_rows, figure_id: str):
     _, rows = case1_rows
     r = rows[figure_id]
-    if r.status == "pending":  # a runner does not give what this figure needs yet: say which
-        pytest.xfail(r.note)
     assert r.ours_from == "raw logs"
     assert r.status == "pass", (
         f"{figure_id}: ours {r.ours} vs published {r.published} ({r.error_pct:+.2f}%): {r.note}"
