@@ -22,10 +22,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections import defaultdict
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 ANSI = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
 # "Step N | <duration> |" at a hit; the duration reads "Time: 0.60s" (v0.5) or "1m 18s" (v0.6+).
@@ -37,6 +40,12 @@ THROUGHPUT = re.compile(rb"\| Throughput:? (\d+(?:\.\d+)?) tokens/s")
 MFU = re.compile(rb"\| MFU:? (\d+(?:\.\d+)?)%")
 REWARD = re.compile(rb"\| Reward:? (-?\d+(?:\.\d+)?(?:e[-+]?\d+)?)")
 OFF_POLICY = re.compile(rb"\| Max\.? Off-Policy(?: Level)?:? (\d+)")
+# The common orchestrator line in one match (step, seconds, reward, staleness); any other shape
+# takes the general path. The same fields and first-match rules as STEP_AT, REWARD, OFF_POLICY.
+ORCH_FAST = re.compile(
+    rb"Step (\d{1,12}) \| +(?:Time:? )?(\d+(?:\.\d+)?)s +\| Reward:? (-?\d+(?:\.\d+)?(?:e[-+]?\d+)?)"
+    rb"[^\n]*?\| Max\.? Off-Policy(?: Level)?:? (\d+)"
+)
 BLOCK = 1 << 23  # bytes read per block (8 MiB)
 DETECTED = re.compile(
     rb"Detected (?P<hit>\d+)/(?P<n>\d+) rollouts \((?P<kinds>[^)]*)\), enforced (?P<enf>\d+)"
@@ -77,6 +86,7 @@ ORCH = {
     "native_wait_for_policy_s": ("time/wait_for_policy", "time/wait_for_ckpt"),
 }
 INT_COLUMNS = {
+    "generated_tokens",
     "samples",
     "prompts",
     "prompt_tokens",
@@ -86,16 +96,73 @@ INT_COLUMNS = {
 }
 
 
+NAN = float("nan")
+# Step numbers above this are misreads, not steps (no RL run logs a billion steps).
+MAX_STEP = 1 << 40
+
+
+class StepTable:
+    """Append-only step-indexed columns of one source: one entry per log line, NaN = not logged.
+
+    array('d') columns cost 8 bytes per value (a dict of tuples costs ~150 bytes per step), so a
+    2.5M-step console log stays small; duplicates (resumed runs) are resolved once, at the end."""
+
+    def __init__(self, names: tuple[str, ...]):
+        self.names = names
+        self.step = array("q")
+        self.cols = [array("d") for _ in names]
+
+    def append(self, step: int, values: tuple) -> None:
+        """One log line's values for `step`, in `names` order (None = not logged)."""
+        self.step.append(step)
+        for col, v in zip(self.cols, values, strict=True):
+            col.append(NAN if v is None else v)
+
+    def append_dict(self, step: int, values: dict[str, Any]) -> None:
+        self.append(step, tuple(values.get(n) for n in self.names))
+
+    def _views(self) -> tuple[np.ndarray, list[np.ndarray], bool]:
+        """Zero-copy numpy views of the columns, and whether steps strictly increase (the usual
+        case: one line per step, in order, so no step needs resolving and nothing is copied)."""
+        steps = np.frombuffer(self.step, dtype=np.int64)
+        cols = [np.frombuffer(c, dtype=np.float64) for c in self.cols]
+        return steps, cols, bool(np.all(steps[1:] > steps[:-1]))
+
+    def last_rows(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """(sorted unique steps, columns): each step's last line wins whole (a console line)."""
+        steps, cols, ordered = self._views()
+        if ordered:
+            return steps, dict(zip(self.names, cols, strict=True))
+        uniq, first_of_reversed = np.unique(steps[::-1], return_index=True)
+        at = len(steps) - 1 - first_of_reversed
+        return uniq, {n: c[at] for n, c in zip(self.names, cols, strict=True)}
+
+    def last_values(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """(sorted unique steps, columns): per column, each step's last logged value wins
+        (metrics.jsonl rows of one step carry different keys and merge)."""
+        steps, cols, ordered = self._views()
+        if ordered:
+            return steps, dict(zip(self.names, cols, strict=True))
+        uniq = np.unique(steps)
+        out = {}
+        for name, v in zip(self.names, cols, strict=True):
+            ok = ~np.isnan(v)
+            s_rev, v_rev = steps[ok][::-1], v[ok][::-1]
+            has, first = np.unique(s_rev, return_index=True)
+            full = np.full(len(uniq), np.nan)
+            full[np.searchsorted(uniq, has)] = v_rev[first]
+            out[name] = full
+        return uniq, out
+
+
 @dataclass
 class LogParse:
     """Accumulates per-step values from every file; `rows()` joins them into trace rows."""
 
-    trainer: dict[int, dict[str, Any]] = field(default_factory=lambda: defaultdict(dict))
-    trainer_time: dict[int, float] = field(default_factory=dict)  # unix s at the end of the step
-    orch: dict[int, dict[str, Any]] = field(default_factory=lambda: defaultdict(dict))
-    # console values as tuples (compact: a long console log has one Step line per step and role)
-    console_trainer: dict[int, tuple] = field(default_factory=dict)  # (step_s, throughput, mfu)
-    console_orch: dict[int, tuple] = field(default_factory=dict)  # (step_s, reward, staleness_max, filtered)
+    trainer: StepTable = field(default_factory=lambda: StepTable(TRAINER_COLUMNS))
+    orch: StepTable = field(default_factory=lambda: StepTable(ORCH_COLUMNS))
+    console_trainer: StepTable = field(default_factory=lambda: StepTable(CONSOLE_TRAINER))
+    console_orch: StepTable = field(default_factory=lambda: StepTable(CONSOLE_ORCH))
     files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     skipped: int = 0  # metrics.jsonl lines that are not JSON objects
@@ -112,23 +179,25 @@ class LogParse:
         except ValueError:
             self.skipped += 1  # truncated tail or two writers interleaved on one line
             return
-        if not isinstance(row, dict) or not isinstance(row.get("step"), int):
+        step = row.get("step") if isinstance(row, dict) else None
+        if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step < MAX_STEP:
             self.skipped += 1
             return
-        step = row["step"]
         t = row.get("time")
         if isinstance(t, int | float):
             self._time(t)
         if any(k in row for k in ORCH_KEYS):
-            _take(self.orch[step], row, ORCH)
+            self.orch.append_dict(step, _take(row, ORCH))
         elif any(k in row for k in TRAINER_TIME_KEYS):
-            _take(self.trainer[step], row, TRAINER_TIME)
+            values = _take(row, TRAINER_TIME)
             if isinstance(t, int | float):
-                self.trainer_time[step] = float(t)
+                values["t_end_unix_s"] = float(t)
+            self.trainer.append_dict(step, values)
         elif any(k in row for k in TRAINER_PERF_KEYS):
-            _take(self.trainer[step], row, TRAINER_PERF)
+            values = _take(row, TRAINER_PERF)
             if isinstance(row.get("perf/mfu"), int | float):
-                self.trainer[step]["native_mfu"] = _fraction(row["perf/mfu"])
+                values["native_mfu"] = _fraction(row["perf/mfu"])
+            self.trainer.append_dict(step, values)
         elif not any(k.split("/")[0] in _TRAINER_MISC for k in row if k not in ("step", "time")):
             self.unclassified_rows += 1
 
@@ -150,53 +219,78 @@ class LogParse:
                 self.pending_filtered += int(m["enf"])
             return
         m = STEP_AT.match(seg)
-        if not m:
+        if not m or len(m[1]) > 12:
             if STEP_START.match(seg):  # a Step line cut short (truncated file, interleaved writers)
                 self.skipped_console += 1
             return
         step, dur, at = int(m[1]), parse_duration(m[2]), m.end()
         if b"| Loss" in seg:  # trainer
             thr, mfu = THROUGHPUT.search(seg, at), MFU.search(seg, at)
-            self.console_trainer[step] = (
-                dur,
-                float(thr[1]) if thr else None,
-                _fraction(float(mfu[1])) if mfu else None,
+            self.console_trainer.append(
+                step, (dur, float(thr[1]) if thr else None, _fraction(float(mfu[1])) if mfu else None)
             )
         elif reward := REWARD.search(seg, at):  # orchestrator
             off = OFF_POLICY.search(seg, at)
             filtered, self.pending_filtered = self.pending_filtered or None, 0
-            # staleness as int: small ints are shared objects, so a long log costs no memory for them
-            self.console_orch[step] = (dur, float(reward[1]), int(off[1]) if off else None, filtered)
+            self.console_orch.append(step, (dur, float(reward[1]), int(off[1]) if off else None, filtered))
         else:
             self.skipped_console += 1  # neither a trainer nor an orchestrator Step line
 
     # ---- join ---------------------------------------------------------------------------------
-    def rows(self, t0: float | None) -> list[dict[str, Any]]:
+    def rows(self, t0: float | None) -> StepRows:
         """One row per trainer step (or per orchestrator batch when no trainer data exists).
 
-        Consumes the console and orchestrator accumulators (call once)."""
-        trainer_steps = self.trainer.keys() | self.console_trainer.keys()
-        steps = sorted(trainer_steps or self.orch.keys() | self.console_orch.keys())
-        c_orch, orch, c_trainer, trainer = self.console_orch, self.orch, self.console_trainer, self.trainer
-        out = []
-        # pop as rows are built, so the accumulated values are freed while the rows grow
-        for s in steps:
-            row: dict[str, Any] = {"step": s}
-            if (v := c_orch.pop(s, None)) is not None:
-                _put(row, CONSOLE_ORCH, v)
-            if (d := orch.pop(s, None)) is not None:
-                row.update(d)
-                _generated(row)
-            if (v := c_trainer.pop(s, None)) is not None:
-                _put(row, CONSOLE_TRAINER, v)
-            if (d := trainer.get(s)) is not None:
-                row.update(d)
-            t_end = self.trainer_time.get(s)
-            if t0 is not None and t_end is not None and row.get("step_s") is not None:
-                row["t_end_s"] = t_end - t0
-                row["t_start_s"] = row["t_end_s"] - row["step_s"]
-            out.append(row)
-        return out
+        Call once, after the last file: the rows share the accumulated columns' memory.
+        Precedence per value: metrics.jsonl over console; trainer and orchestrator columns are
+        disjoint. t_end_s / t_start_s (seconds since t0) where the trainer logged a time."""
+        c_trainer, trainer = self.console_trainer.last_rows(), self.trainer.last_values()
+        c_orch, orch = self.console_orch.last_rows(), self.orch.last_values()
+        steps = _union(c_trainer[0], trainer[0])
+        if not len(steps):
+            steps = _union(c_orch[0], orch[0])
+        out: dict[str, np.ndarray] = {}
+        for src_steps, cols in (c_orch, orch, c_trainer, trainer):
+            _overlay(out, steps, src_steps, cols)
+        _generated(out)
+        t_end = out.pop("t_end_unix_s", None)
+        step_s = out.get("step_s")
+        if t0 is not None and t_end is not None and step_s is not None:
+            ok = ~np.isnan(step_s)
+            out["t_end_s"] = np.where(ok, t_end - t0, np.nan)
+            out["t_start_s"] = out["t_end_s"] - step_s
+        return StepRows(steps, out)
+
+    def first_step_start(self) -> float | None:
+        """Unix seconds at which the first logged trainer step began (min of end - time/step)."""
+        _, cols = self.trainer.last_values()
+        starts = cols["t_end_unix_s"] - cols["step_s"]
+        return float(np.nanmin(starts)) if (~np.isnan(starts)).any() else None
+
+
+def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sorted unique steps of two sorted unique arrays (no copy when one is empty)."""
+    return a if not len(b) else b if not len(a) else np.union1d(a, b)
+
+
+def _overlay(out: dict[str, np.ndarray], steps: np.ndarray, src: np.ndarray, cols: dict) -> None:
+    """Write a source's logged values (non-NaN) over `out` at the rows of `steps` it shares."""
+    if src is steps or np.array_equal(src, steps):  # one source holds every step: adopt its columns
+        for name, v in cols.items():
+            if name not in out:
+                out[name] = v
+            else:
+                ok = ~np.isnan(v)
+                out[name][ok] = v[ok]
+        return
+    pos = np.searchsorted(steps, src)
+    hit = pos < len(steps)
+    hit[hit] = steps[pos[hit]] == src[hit]
+    for name, v in cols.items():
+        v = v[hit]
+        ok = ~np.isnan(v)
+        if ok.any():
+            col = out.setdefault(name, np.full(len(steps), np.nan))
+            col[pos[hit][ok]] = v[ok]
 
 
 _TRAINER_MISC = {
@@ -221,12 +315,8 @@ _TRAINER_MISC |= {"masked_advantage_positive", "masked_advantage_negative", "ref
 
 CONSOLE_TRAINER = ("step_s", "native_throughput_tokens_per_s", "native_mfu")
 CONSOLE_ORCH = ("native_orch_step_s", "reward_mean", "staleness_max", "filtered_samples")
-
-
-def _put(row: dict[str, Any], names: tuple[str, ...], values: tuple | None) -> None:
-    for k, v in zip(names, values, strict=True):
-        if v is not None:
-            row[k] = v
+TRAINER_COLUMNS = (*TRAINER_TIME, *TRAINER_PERF, "native_mfu", "t_end_unix_s")
+ORCH_COLUMNS = tuple(ORCH)
 
 
 def _fraction(percent: float) -> float:
@@ -234,16 +324,19 @@ def _fraction(percent: float) -> float:
     return round(percent / 100.0, 12)
 
 
-def _take(dst: dict[str, Any], row: dict[str, Any], mapping: dict[str, tuple[str, ...]]) -> None:
+def _take(row: dict[str, Any], mapping: dict[str, tuple[str, ...]]) -> dict[str, Any]:
+    """Trace column -> the first numeric metrics.jsonl value among its alternative names."""
+    out = {}
     for col, names in mapping.items():
         for name in names:
             v = row.get(name)
             if isinstance(v, int | float) and not isinstance(v, bool):
-                dst[col] = int(v) if col in INT_COLUMNS else v
+                out[col] = v
                 break
+    return out
 
 
-def _generated(row: dict[str, Any]) -> None:
+def _generated(cols: dict[str, np.ndarray]) -> None:
     """generated_tokens: shipped response tokens scaled by processed/shipped tokens.
 
     `progress/tokens` counts every token of the step's arrival window (dropped rollouts
@@ -251,10 +344,60 @@ def _generated(row: dict[str, Any]) -> None:
     does not log dropped response tokens separately, so the dropped part is split in the shipped
     prompt/response proportion; with no drops this is exactly `progress/output_tokens`.
     """
-    total, p, r = row.get("native_tokens_processed"), row.get("prompt_tokens"), row.get("response_tokens")
-    if total is None or p is None or r is None or p + r <= 0:
+    total, p, r = (cols.get(k) for k in ("native_tokens_processed", "prompt_tokens", "response_tokens"))
+    if total is None or p is None or r is None:
         return
-    row["generated_tokens"] = int(round(r * max(total, p + r) / (p + r)))
+    shipped = p + r
+    with np.errstate(invalid="ignore", divide="ignore"):
+        gen = np.rint(r * np.maximum(total, shipped) / shipped)
+    gen[~(shipped > 0)] = np.nan  # NaN compares False: unlogged or empty steps stay null
+    if (~np.isnan(gen)).any():
+        cols["generated_tokens"] = gen
+
+
+class StepRows(Sequence):
+    """Trace rows held as columns: a read-only sequence of row dicts, built one at a time.
+
+    Reads like the list of dicts ParseResult.steps documents (len, rows[i], rows[-1], slices,
+    iteration, `== [...]`); a row has only the keys its step logged. 2.5M steps take ~8 bytes
+    per logged value instead of a dict per step. `to_frame()` gives the columns as a DataFrame.
+    """
+
+    def __init__(self, steps: np.ndarray, cols: dict[str, np.ndarray]):
+        self.steps = np.asarray(steps, dtype=np.int64)
+        self.cols = {k: v for k, v in cols.items() if (~np.isnan(v)).any()}
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        row: dict[str, Any] = {"step": int(self.steps[i])}
+        for name, col in self.cols.items():
+            v = col[i]
+            if v == v:  # not NaN
+                row[name] = int(v) if name in INT_COLUMNS else float(v)
+        return row
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # mutable-looking container semantics, like list
+
+    def __repr__(self) -> str:
+        return f"StepRows({len(self)} steps, columns={['step', *self.cols]})"
+
+    def to_frame(self) -> Any:
+        """The rows as a pandas DataFrame: Int64 for count columns, float64 (NaN = not logged)."""
+        import pandas as pd  # not at import time: the parser itself needs no pandas
+
+        data: dict[str, Any] = {"step": self.steps}
+        for name, col in self.cols.items():
+            data[name] = pd.array(col, dtype="Int64") if name in INT_COLUMNS else col
+        return pd.DataFrame(data)
 
 
 def parse_duration(text: bytes | str) -> float | None:
@@ -271,22 +414,35 @@ def parse_duration(text: bytes | str) -> float | None:
     return sum(float(n) * DURATION_S[u] for n, u in parts)
 
 
-def _scan(buf: bytes, acc: LogParse) -> None:
+def _scan(buf: bytes, acc: LogParse, n: int | None = None) -> None:
     """Hand every Step/Detected line of a block of whole lines to the accumulator.
 
-    bytes.find (memchr-speed) finds the candidates; Python only touches those lines."""
-    n = len(buf)
-    step_at, det_at = buf.find(b"Step "), buf.find(b"Detected ")
+    bytes.find (memchr-speed) finds the candidates; Python only touches those lines, and the
+    common orchestrator line (one per step in the rl launcher's console) goes straight into
+    columns without a call per line."""
+    t = acc.console_orch
+    steps, (durs, rewards, offs, filtered) = t.step.append, (c.append for c in t.cols)
+    fast = ORCH_FAST.match
+    n = len(buf) if n is None else n  # lines end before n (the block's last whole line)
+    step_at, det_at = buf.find(b"Step ", 0, n), buf.find(b"Detected ", 0, n)
     while step_at >= 0 or det_at >= 0:
         i = step_at if det_at < 0 or 0 <= step_at < det_at else det_at
-        end = buf.find(b"\n", i)
+        end = buf.find(b"\n", i, n)
         end = n if end < 0 else end
-        acc.console_hit(buf[i:end].rstrip(b"\r"))
+        if i == step_at and (m := fast(buf, i, end)):
+            steps(int(m[1]))
+            durs(float(m[2]))
+            rewards(float(m[3]))
+            offs(float(m[4]))
+            filtered(acc.pending_filtered or NAN)
+            acc.pending_filtered = 0
+        else:
+            acc.console_hit(buf[i:end].rstrip(b"\r"))
         pos = end + 1
         if 0 <= step_at < pos:
-            step_at = buf.find(b"Step ", pos)
+            step_at = buf.find(b"Step ", pos, n)
         if 0 <= det_at < pos:
-            det_at = buf.find(b"Detected ", pos)
+            det_at = buf.find(b"Detected ", pos, n)
 
 
 def read_file(path: Path, acc: LogParse) -> None:
@@ -304,7 +460,7 @@ def read_file(path: Path, acc: LogParse) -> None:
                     block = f.read(BLOCK)
                     data = tail + block
                     cut = len(data) if not block else data.rfind(b"\n") + 1
-                    _scan(data[:cut], acc)
+                    _scan(data, acc, cut)  # bounded, not sliced: no copy of the block
                     tail = data[cut:]
                     if not block:
                         break
@@ -339,14 +495,14 @@ def candidate_files(log_dir: Path) -> list[Path]:
     return found
 
 
-def parse_dir(log_dir: Path | str) -> tuple[list[dict[str, Any]], LogParse, dict[str, Any]]:
+def parse_dir(log_dir: Path | str) -> tuple[StepRows, LogParse, dict[str, Any]]:
     """Parse every log under `log_dir`; return (trace rows, accumulator, run_info)."""
     log_dir = Path(log_dir)
     acc = LogParse()
     run_info: dict[str, Any] = {}
     if not log_dir.is_dir():
         acc.warnings.append(f"{log_dir}: not a directory; expected a prime-rl output or log folder")
-        return [], acc, run_info
+        return StepRows(np.empty(0, np.int64), {}), acc, run_info
     traces = next(log_dir.rglob("rollouts/step_*/train/all/traces.jsonl"), None)
     if traces is not None:
         # verifiers Trace.to_record() dumps (nested pydantic records): no verified sample yet, so
@@ -362,7 +518,7 @@ def parse_dir(log_dir: Path | str) -> tuple[list[dict[str, Any]], LogParse, dict
     if acc.times:
         run_info["first_metric_time"], run_info["last_metric_time"] = acc.times
     start = run_info.get("wall_time_env", {}).get("start_epoch")
-    t0 = float(start) if isinstance(start, int | float) else _first_step_start(acc)
+    t0 = float(start) if isinstance(start, int | float) else acc.first_step_start()
     if t0 is not None:
         run_info["t0_unix_s"] = t0
     rows = acc.rows(t0)
@@ -377,8 +533,3 @@ def parse_dir(log_dir: Path | str) -> tuple[list[dict[str, Any]], LogParse, dict
     if acc.skipped_console:
         acc.warnings.append(f"{acc.skipped_console} console Step line(s) could not be read (skipped)")
     return rows, acc, run_info
-
-
-def _first_step_start(acc: LogParse) -> float | None:
-    starts = [t - acc.trainer[s]["step_s"] for s, t in acc.trainer_time.items() if "step_s" in acc.trainer[s]]
-    return min(starts) if starts else None
