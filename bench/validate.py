@@ -278,10 +278,8 @@ def main(argv: list[str]) -> int:
         problems += validate_workload(for_framework(args.overrides, frameworks[0]))
         for fw in frameworks:
             cfg = for_framework(args.overrides, fw)
-            found = _check_framework(cfg)
-            problems += [f"[{fw}] {p}" for p in found]
-            found += problems
-            if not found:
+            problems += [f"[{fw}] {p}" for p in _check_framework(cfg)]
+            if not problems:  # the runner loads and accepts the config: show its mode
                 from runners.base import load_runner
 
                 runner = load_runner(cfg.framework)
@@ -289,7 +287,7 @@ def main(argv: list[str]) -> int:
                 if args.native and hasattr(runner, "validate_native"):
                     problems += [f"[{fw}] native: {p}" for p in runner.validate_native(cfg)]
     except Exception as e:  # Hydra composition errors: unknown key, wrong type, missing file
-        print(f"config error: {e}", file=sys.stderr)
+        print(f"config error: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
     if problems:
         print("\n".join(problems), file=sys.stderr)
