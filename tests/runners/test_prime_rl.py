@@ -386,6 +386,72 @@ def test_ansi_codes_and_torchrun_prefix_are_stripped(tmp_path):
     ]
 
 
+ORCH_LINE = (
+    "13:24:03 SUCCESS Step {} |    5.1s | Reward 0.2139 | Trainable 0/128 (0.0%) | Turns 1.0 | "
+    "Branches 1.0 | Max Off-Policy {} | Error 0.0% | Truncation 72.7%"
+)  # the opd run's run.log line 2 format (prime-rl.md 3.5, orchestrator HEAD)
+
+
+def test_a_resumed_run_logs_steps_twice_and_the_last_line_wins(tmp_path):
+    lines = [ORCH_LINE.format(1, 0), ORCH_LINE.format(2, 1), ORCH_LINE.format(3, 2)]
+    # resumed from the step-2 checkpoint: step 3 runs again, this time in the old colon format
+    lines.append("14:00:00 SUCCESS Step 3 | Time: 9.50s | Reward: 0.5000 | Async Level: 1")
+    (tmp_path / "orchestrator.log").write_text("\n".join(lines) + "\n")
+    res = load_runner(_cfg("smoke").framework).parse_logs(tmp_path)
+    # the whole re-logged line replaces the first: its missing Off-Policy field is not kept from before
+    assert res.steps[-1] == {"step": 3, "native_orch_step_s": 9.5, "reward_mean": 0.5}
+    assert [r["staleness_max"] for r in res.steps[:2]] == [0, 1]
+
+
+def test_metrics_rows_of_one_step_merge_and_a_relogged_key_wins(tmp_path):
+    rows = [
+        {"step": 1, "time": 100.0, "time/step": 4.0, "time/forward_backward": 3.0},
+        {"step": 1, "time": 100.5, "perf/throughput": 900.0, "perf/mfu": 2.5},
+        {"step": 2, "time": 105.0, "time/step": 5.0, "time/forward_backward": 4.0},
+        {"step": 1, "time": 110.0, "time/step": 4.5, "time/forward_backward": 3.5},  # resumed
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = load_runner(_cfg("smoke").framework).parse_logs(tmp_path)
+    assert res.steps[0] == {
+        "step": 1, "step_s": 4.5, "compute_s": 3.5, "native_throughput_tokens_per_s": 900.0,
+        "native_mfu": 0.025, "t_end_s": 10.0, "t_start_s": 5.5,
+    }  # fmt: skip
+    # no wall_time.env: t0 is the earliest step start, min(110 - 4.5, 105 - 5) = 100 (unix s)
+    assert res.run_info["t0_unix_s"] == 100.0 and res.steps[1]["t_end_s"] == 5.0
+
+
+def test_steps_read_like_a_list_of_dicts_and_convert_to_typed_columns(tmp_path, prime_run):
+    steps = prime_run.steps
+    assert len(steps) == 15 and steps[-1] == steps[14] and steps[13:] == [steps[13], steps[14]]
+    assert steps == list(steps) and steps != list(steps)[:-1]
+    df = steps.to_frame()
+    assert str(df["samples"].dtype) == "Int64" and str(df["step_s"].dtype) == "float64"
+    assert int(df["response_tokens"].sum()) == 147864 and df["step"].tolist() == list(range(1, 16))
+
+
+def test_a_dense_console_log_costs_eight_bytes_per_logged_value(tmp_path):
+    """30k orchestrator steps keep 4 values + the step number each: 30k x 5 x 8 B = 1.2 MB retained;
+    dicts of tuples per step took ~270 B per step (8 MB here)."""
+    import tracemalloc
+
+    from runners.prime_rl_logs import parse_dir
+
+    n = 30_000
+    (tmp_path / "orchestrator.log").write_text(
+        "".join(ORCH_LINE.format(i, i % 5) + "\n" for i in range(1, n + 1))
+    )
+    tracemalloc.start()
+    try:
+        rows, acc, _ = parse_dir(tmp_path)
+        retained = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert len(rows) == n and rows[n - 1] == {
+        "step": n, "native_orch_step_s": 5.1, "reward_mean": 0.2139, "staleness_max": 0.0,
+    }  # fmt: skip
+    assert retained < n * 5 * 8 * 1.5
+
+
 def test_episode_traces_are_reported_not_guessed(tmp_path):
     (tmp_path / "rollouts" / "step_1" / "train" / "all").mkdir(parents=True)
     (tmp_path / "rollouts" / "step_1" / "train" / "all" / "traces.jsonl").write_text("{}\n")
