@@ -751,13 +751,15 @@ class PrimeRLRunner(Runner):
         return lines[-20:] or [f"prime-rl exited with status {res.returncode}"]
 
     def parse_logs(self, log_dir: Path | str) -> ParseResult:
-        """Trace rows from a prime-rl output or log folder (metrics.jsonl and console logs)."""
+        """Trace rows from a prime-rl output or log folder (metrics.jsonl, console logs, and
+        rollout rows from rollouts/step_N/train/{all,effective}/traces.jsonl)."""
         rows, acc, run_info = prime_rl_logs.parse_dir(log_dir)
         run_info["parser_formats"] = PARSER_FORMATS.get(self.version, [])
         return ParseResult(
             steps=rows,
+            rollouts=acc.rollouts,
             warnings=acc.warnings,
-            skipped_lines=acc.skipped + acc.skipped_console,
+            skipped_lines=acc.skipped + acc.skipped_console + acc.skipped_traces,
             files=acc.files,
             run_info=run_info,
         )

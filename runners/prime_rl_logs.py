@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from runners.prime_rl_traces import parse_traces
+
 ANSI = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
 # "Step N | <duration> |" at a hit; the duration reads "Time: 0.60s" (v0.5) or "1m 18s" (v0.6+).
 # Line prefixes (time, level, torchrun's "[default0]:") come before the hit and are never read.
@@ -170,6 +172,8 @@ class LogParse:
     unclassified_rows: int = 0
     times: list[float] = field(default_factory=list)  # unix seconds of metric rows (min/max only)
     pending_filtered: int = 0
+    rollouts: list[dict[str, Any]] = field(default_factory=list)  # from episode traces
+    skipped_traces: int = 0  # traces.jsonl lines that are not JSON objects
 
     # ---- metrics.jsonl ------------------------------------------------------------------------
     def metrics_line(self, line: bytes) -> None:
@@ -503,11 +507,6 @@ def parse_dir(log_dir: Path | str) -> tuple[StepRows, LogParse, dict[str, Any]]:
     if not log_dir.is_dir():
         acc.warnings.append(f"{log_dir}: not a directory; expected a prime-rl output or log folder")
         return StepRows(np.empty(0, np.int64), {}), acc, run_info
-    traces = next(log_dir.rglob("rollouts/step_*/train/all/traces.jsonl"), None)
-    if traces is not None:
-        # verifiers Trace.to_record() dumps (nested pydantic records): no verified sample yet, so
-        # rollouts.parquet is not derived from them rather than guessed
-        acc.warnings.append(f"{traces.parent.parent.parent.parent}: episode traces present but not parsed")
     for path in candidate_files(log_dir):
         if path.name == "wall_time.env":
             continue
@@ -521,6 +520,10 @@ def parse_dir(log_dir: Path | str) -> tuple[StepRows, LogParse, dict[str, Any]]:
     t0 = float(start) if isinstance(start, int | float) else acc.first_step_start()
     if t0 is not None:
         run_info["t0_unix_s"] = t0
+    # episode traces (rollouts/step_N/train/{all,effective}/traces.jsonl) -> rollout rows
+    acc.rollouts, files, warnings, acc.skipped_traces = parse_traces(log_dir, t0)
+    acc.files += files
+    acc.warnings += warnings
     rows = acc.rows(t0)
     if not rows:
         acc.warnings.append(f"{log_dir}: no prime-rl Step lines or metrics.jsonl rows found")

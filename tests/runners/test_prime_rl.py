@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.config import compose
-from bench.trace import read_steps, write_steps
+from bench.trace import read_steps, write_rollouts, write_steps
 from runners.base import load_runner
 from runners.prime_rl import KEYS, SEMANTICS, check_keys, layout, load_schema, toml_dumps
 
@@ -452,14 +452,120 @@ def test_a_dense_console_log_costs_eight_bytes_per_logged_value(tmp_path):
     assert retained < n * 5 * 8 * 1.5
 
 
-def test_episode_traces_are_reported_not_guessed(tmp_path):
-    (tmp_path / "rollouts" / "step_1" / "train" / "all").mkdir(parents=True)
-    (tmp_path / "rollouts" / "step_1" / "train" / "all" / "traces.jsonl").write_text("{}\n")
-    res = load_runner(_cfg("smoke").framework).parse_logs(tmp_path)
-    assert (
-        res.rollouts == []
-        and res.warnings[0] == f"{tmp_path / 'rollouts'}: episode traces present but not parsed"
+# ---- parser: episode traces (rollouts/step_N/train/{all,effective}/traces.jsonl) ------------------
+def _span(start: float, end: float) -> dict:
+    return {"start": start, "end": end}
+
+
+def _trace(tid: str, group: str, version: int, **fields) -> dict:
+    """A vf.Trace.to_record() line as prime-rl v0.8.0 writes it: field names of verifiers d30a3f48
+    verifiers/v1/trace.py:300-343 (Trace), 52-80 (TimeSpan, Timing), 126-128 (Reward), 153-170
+    (ModelCall), graph.py:64-88 (MessageNode), types.py:107-118 (Usage); `run` and `info` as
+    stamped by prime-rl 60bc2954 orchestrator.py:533-545 (record_run)."""
+    rec = {
+        "version": 1, "id": tid, "verifiers": {"version": "0.1.15", "commit": None},
+        "run": {"type": "train", "id": "run-1", "step": fields.pop("step", 1)},
+        "task": {"type": "Task", "data": {"idx": 3}}, "agent": {"config": {}, "name": "agent", "trainable": True},
+        "tools": [], "nodes": [], "calls": [], "rewards": {}, "metrics": {},
+        "info": {"env_name": "reverse-text", "group_id": group, "episode_id": tid, "policy_version": version},
+        "extra_usage": [], "is_completed": True, "ok": True, "stop_condition": None, "errors": [],
+        "timing": {"start": 995.0, **{k: _span(0.0, 0.0) for k in ("boot", "setup", "finalize", "scoring")},
+                   "agent": {**_span(0.0, 0.0), "model": {"duration": 0.0}, "harness": {"duration": 0.0}}},
+    }  # fmt: skip
+    rec.update(fields)
+    return rec
+
+
+def _node(parent, sampled: bool) -> dict:
+    return {"parent": parent, "message": {"role": "assistant" if sampled else "user", "content": "x"},
+            "sampled": sampled, "timestamp": 0.0, "token_ids": [1, 2], "mask": [sampled, sampled]}  # fmt: skip
+
+
+def _call(node: int, prompt: int, completion: int, cached=None) -> dict:
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion, "cached_input_tokens": cached,
+             "reasoning_tokens": None, "cost": None}  # fmt: skip
+    return {
+        "node": node,
+        "model": "student",
+        "finish_reason": "stop",
+        "usage": usage,
+        "time": _span(0.0, 0.0),
+    }
+
+
+def _write_traces(root: Path, step: int, subset: str, records: list, tail: str = "") -> None:
+    d = root / "rollouts" / f"step_{step}" / "train" / subset
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "traces.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records) + tail)
+
+
+def test_episode_traces_give_one_row_per_rollout_with_its_fate(tmp_path):
+    timing = {
+        "start": 1000.0, "boot": _span(1000.0, 1000.5), "setup": _span(1000.5, 1001.0),
+        "agent": {**_span(1001.0, 1005.0), "model": {"duration": 3.0}, "harness": {"duration": 1.0}},
+        "finalize": _span(1005.0, 1005.2), "scoring": _span(1005.2, 1006.0),
+    }  # fmt: skip
+    trained = _trace(
+        "a1", "g1", 0, timing=timing,
+        nodes=[_node(None, False), _node(0, False), _node(1, True)], calls=[_call(2, 90, 40, cached=10)],
+        rewards={"correct": {"score": 1.0, "weight": 1.0}, "format": {"score": 0.5, "weight": 0.2}},
+    )  # fmt: skip
+    # two branches from one root: 0-1-2-3 (two model calls) and 0-4 (one)
+    filtered = _trace(
+        "b2", "g1", 0,
+        nodes=[_node(None, False), _node(0, True), _node(1, False), _node(2, True), _node(0, True)],
+        calls=[_call(1, 50, 20), _call(3, 100, 30), _call(4, 60, 25)],
+        rewards={"correct": {"score": 0.0, "weight": 1.0}},
+    )  # fmt: skip
+    cancelled = _trace(  # dispatcher.py:605-611: the marker emitted for an off-policy cancel
+        "c3",
+        "g2",
+        0,
+        ok=False,
+        stop_condition="error",
+        errors=[{"type": "Cancelled", "message": "Off-policy cancel"}],
     )
+    errored = _trace(
+        "d4",
+        "g2",
+        0,
+        ok=False,
+        errors=[{"type": "ProviderError", "message": "502"}],
+        rewards={"correct": None},
+    )
+    late = _trace("e5", "g3", 1, step=2, rewards={"correct": {"score": 1.0, "weight": 1.0}})
+    _write_traces(tmp_path, 1, "all", [trained, filtered, cancelled, errored], tail='{"id": "f6", "nod')
+    _write_traces(tmp_path, 1, "effective", [trained])
+    _write_traces(tmp_path, 2, "all", [late])  # the run ended before batch 2 shipped
+    (tmp_path / "wall_time.env").write_text("start_epoch=990\n")
+    res = load_runner(_cfg("smoke").framework).parse_logs(tmp_path)
+    none = {"policy_version_end": None, "t_dispatch_s": 5.0, "t_finish_s": None, "env_s": None}
+    assert res.rollouts == [
+        {"rollout_id": 0, "group_id": 0, "step_consumed": 1, "policy_version_start": 0, "policy_version_end": None,
+         "t_dispatch_s": 10.0, "t_finish_s": 16.0, "prompt_tokens": 100, "response_tokens": 40, "turns": 1,
+         "env_s": 3.0, "reward": 1.1, "status": "used"},
+        {"rollout_id": 1, "group_id": 0, "step_consumed": None, "policy_version_start": 0, **none,
+         "prompt_tokens": 140, "response_tokens": 75, "turns": 3, "reward": 0.0, "status": "filtered"},
+        {"rollout_id": 2, "group_id": 1, "step_consumed": None, "policy_version_start": 0, **none,
+         "prompt_tokens": 0, "response_tokens": 0, "turns": 0, "reward": None, "status": "discarded"},
+        {"rollout_id": 3, "group_id": 1, "step_consumed": None, "policy_version_start": 0, **none,
+         "prompt_tokens": 0, "response_tokens": 0, "turns": 0, "reward": None, "status": "aborted"},
+        {"rollout_id": 4, "group_id": 2, "step_consumed": None, "policy_version_start": 1, **none,
+         "prompt_tokens": 0, "response_tokens": 0, "turns": 0, "reward": 1.0, "status": "discarded"},
+    ]  # fmt: skip
+    assert (
+        res.skipped_lines == 1
+        and "1 traces.jsonl line(s) were not valid JSON objects (skipped)" in res.warnings
+    )
+    assert sum("traces.jsonl" in f for f in res.files) == 3
+    write_rollouts(tmp_path / "rollouts.parquet", res.rollouts)  # the trace contract accepts them
+
+
+def test_traces_without_an_effective_file_leave_clean_rollouts_unlabelled(tmp_path):
+    _write_traces(tmp_path, 1, "all", [_trace("a1", "g1", 0), _trace("c3", "g1", 0, ok=False)])
+    res = load_runner(_cfg("smoke").framework).parse_logs(tmp_path)
+    assert [r["status"] for r in res.rollouts] == [None, "aborted"]
+    assert f"{tmp_path}: no train/effective traces: statuses of clean rollouts unknown" in res.warnings
 
 
 # ---- native hook ----------------------------------------------------------------------------------
