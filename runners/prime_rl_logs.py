@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from runners.prime_rl_traces import parse_traces
+from runners.prime_rl_traces import check_against_steps, parse_traces
 
 ANSI = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
 # "Step N | <duration> |" at a hit; the duration reads "Time: 0.60s" (v0.5) or "1m 18s" (v0.6+).
@@ -525,6 +525,7 @@ def parse_dir(log_dir: Path | str) -> tuple[StepRows, LogParse, dict[str, Any]]:
     acc.files += files
     acc.warnings += warnings
     rows = acc.rows(t0)
+    acc.warnings += check_against_steps(acc.rollouts, rows)
     if not rows:
         acc.warnings.append(f"{log_dir}: no prime-rl Step lines or metrics.jsonl rows found")
     if acc.unclassified_rows:

@@ -160,3 +160,23 @@ def parse_traces(log_dir: Path, t0: float | None) -> tuple[list[dict[str, Any]],
     if bad[0]:
         warnings.append(f"{bad[0]} traces.jsonl line(s) were not valid JSON objects (skipped)")
     return rows, files, warnings, bad[0]
+
+
+def check_against_steps(rollouts: list[dict[str, Any]], steps: Any) -> list[str]:
+    """Cross-check: per step, the used rollouts' prompt/response tokens against the orchestrator's
+    progress/input_tokens and progress/output_tokens (both sum the effective traces,
+    orchestrator.py:668-669). One warning naming the steps that differ; none when they agree."""
+    used: dict[int, list[int]] = {}
+    for r in rollouts:
+        if r["status"] == "used":
+            tot = used.setdefault(r["step_consumed"], [0, 0])
+            tot[0] += r["prompt_tokens"]
+            tot[1] += r["response_tokens"]
+    bad = []
+    for row in steps if used else ():
+        logged = (row.get("prompt_tokens"), row.get("response_tokens"))
+        if row["step"] in used and None not in logged and list(logged) != used[row["step"]]:
+            bad.append(row["step"])
+    if not bad:
+        return []
+    return [f"traces.jsonl token sums differ from metrics.jsonl progress/*_tokens at step(s) {bad[:10]}"]

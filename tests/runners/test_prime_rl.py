@@ -561,6 +561,20 @@ def test_episode_traces_give_one_row_per_rollout_with_its_fate(tmp_path):
     write_rollouts(tmp_path / "rollouts.parquet", res.rollouts)  # the trace contract accepts them
 
 
+@pytest.mark.parametrize("output_tokens, warned", [(40, False), (41, True)])
+def test_trace_token_sums_are_checked_against_the_orchestrator_row(tmp_path, output_tokens, warned):
+    trained = _trace("a1", "g1", 0, nodes=[_node(None, False), _node(0, True)], calls=[_call(1, 100, 40)])
+    _write_traces(tmp_path, 1, "all", [trained])
+    _write_traces(tmp_path, 1, "effective", [trained])
+    row = {"step": 1, "time": 1.0e9, "progress/tokens": 140, "progress/input_tokens": 100,
+           "progress/output_tokens": output_tokens, "progress/rollouts": 1}  # fmt: skip
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(row) + "\n")
+    res = load_runner(_cfg("smoke").framework).parse_logs(tmp_path)
+    assert res.rollouts[0]["status"] == "used" and res.steps[0]["response_tokens"] == output_tokens
+    differ = "traces.jsonl token sums differ from metrics.jsonl progress/*_tokens at step(s) [1]"
+    assert (differ in res.warnings) is warned
+
+
 def test_traces_without_an_effective_file_leave_clean_rollouts_unlabelled(tmp_path):
     _write_traces(tmp_path, 1, "all", [_trace("a1", "g1", 0), _trace("c3", "g1", 0, ok=False)])
     res = load_runner(_cfg("smoke").framework).parse_logs(tmp_path)
