@@ -60,9 +60,10 @@ def _prime_rl_chunk(copy: int, text: str, steps_per_copy: int) -> str:
 
 
 def _prime_rl_parse(path: Path) -> int:
-    from runners.prime_rl_logs import parse_dir
+    from runners.prime_rl import PrimeRLRunner
 
-    return len(parse_dir(path)[0])
+    # the runner's ParseResult, steps held as columns (StepRows) as the suite receives them
+    return len(PrimeRLRunner(version="0.8.0").parse_logs(path).steps)
 
 
 # framework -> (fixture log, steps in the fixture, chunk maker, parse(path) -> steps parsed)
