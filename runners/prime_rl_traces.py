@@ -115,6 +115,30 @@ def _seconds(timing: dict[str, Any], t0: float | None) -> tuple[float | None, fl
     return t_dispatch, t_finish, (env if any(ends) else None)
 
 
+def _row(
+    rec: dict[str, Any], step: int, consumed: int | None, last_shipped: int | None, t0: float | None
+) -> dict:
+    """One rollout row (without rollout_id and group_id) from a train/all record of batch `step`."""
+    info = rec.get("info") or {}
+    prompt, response = tokens(rec)
+    t_dispatch, t_finish, env_s = _seconds(rec.get("timing") or {}, t0)
+    rewards = [r for r in (rec.get("rewards") or {}).values() if isinstance(r, dict)]
+    version = info.get("policy_version")
+    return {
+        "step_consumed": consumed,
+        "policy_version_start": version if isinstance(version, int) else None,
+        "policy_version_end": None,  # prime-rl records the dispatch version only
+        "t_dispatch_s": t_dispatch,
+        "t_finish_s": t_finish,
+        "prompt_tokens": prompt,
+        "response_tokens": response,
+        "turns": sum(1 for n in rec.get("nodes") or [] if n.get("sampled")),
+        "env_s": env_s,
+        "reward": sum(r["score"] * r.get("weight", 1.0) for r in rewards) if rewards else None,
+        "status": "used" if consumed is not None else _status(rec, step, last_shipped),
+    }
+
+
 def parse_traces(log_dir: Path, t0: float | None) -> tuple[list[dict[str, Any]], list[str], list[str], int]:
     """Rollout rows from train/all traces (statuses from train/effective); returns
     (rows, files read, warnings, unreadable lines). t0: unix seconds of the run's start."""
@@ -127,39 +151,28 @@ def parse_traces(log_dir: Path, t0: float | None) -> tuple[list[dict[str, Any]],
             shipped[str(rec.get("id"))] = step
     last_shipped = max(shipped.values(), default=None)
     rows: list[dict[str, Any]] = []
-    groups: dict[str, int] = {}
+    groups: dict[str, int] = {}  # group uuid -> dense group_id in order of first appearance
+    malformed = 0
     for step, path in trace_files(log_dir, "all"):
         files.append(str(path))
         for rec in _records(path, bad):
-            info = rec.get("info") or {}
-            consumed = shipped.get(str(rec.get("id")))
-            prompt, response = tokens(rec)
-            t_dispatch, t_finish, env_s = _seconds(rec.get("timing") or {}, t0)
-            rewards = [r for r in (rec.get("rewards") or {}).values() if isinstance(r, dict)]
-            version = info.get("policy_version")
-            rows.append(
-                {
-                    "rollout_id": len(rows),
-                    "group_id": groups.setdefault(str(info.get("group_id")), len(groups)),
-                    "step_consumed": consumed,
-                    "policy_version_start": version if isinstance(version, int) else None,
-                    "policy_version_end": None,  # prime-rl records the dispatch version only
-                    "t_dispatch_s": t_dispatch,
-                    "t_finish_s": t_finish,
-                    "prompt_tokens": prompt,
-                    "response_tokens": response,
-                    "turns": sum(1 for n in rec.get("nodes") or [] if n.get("sampled")),
-                    "env_s": env_s,
-                    "reward": sum(r["score"] * r.get("weight", 1.0) for r in rewards) if rewards else None,
-                    "status": "used" if consumed is not None else _status(rec, step, last_shipped),
-                }
-            )
+            try:
+                row = _row(rec, step, shipped.get(str(rec.get("id"))), last_shipped, t0)
+                group = str((rec.get("info") or {}).get("group_id"))
+            except (KeyError, TypeError, AttributeError, ValueError):
+                malformed += 1  # JSON, but not a vf.Trace record of the expected shape
+                continue
+            row["rollout_id"] = len(rows)
+            row["group_id"] = groups.setdefault(group, len(groups))
+            rows.append(row)
     warnings = []
     if rows and last_shipped is None:
         warnings.append(f"{log_dir}: no train/effective traces: statuses of clean rollouts unknown")
     if bad[0]:
         warnings.append(f"{bad[0]} traces.jsonl line(s) were not valid JSON objects (skipped)")
-    return rows, files, warnings, bad[0]
+    if malformed:
+        warnings.append(f"{malformed} traces.jsonl record(s) lacked the vf.Trace fields read (skipped)")
+    return rows, files, warnings, bad[0] + malformed
 
 
 def check_against_steps(rollouts: list[dict[str, Any]], steps: Any) -> list[str]:

@@ -575,6 +575,15 @@ def test_trace_token_sums_are_checked_against_the_orchestrator_row(tmp_path, out
     assert (differ in res.warnings) is warned
 
 
+def test_trace_records_of_another_shape_are_counted_not_fatal(tmp_path):
+    bad = [{"id": "x", "nodes": [3]}, {"id": "y", "calls": [{"node": 0, "usage": {"completion_tokens": 1}}],
+                                        "nodes": [_node(None, True)]}]  # fmt: skip
+    _write_traces(tmp_path, 1, "all", [*bad, _trace("a1", "g1", 0)])
+    res = load_runner(_cfg("smoke").framework).parse_logs(tmp_path)
+    assert [r["rollout_id"] for r in res.rollouts] == [0] and res.skipped_lines == 2
+    assert "2 traces.jsonl record(s) lacked the vf.Trace fields read (skipped)" in res.warnings
+
+
 def test_traces_without_an_effective_file_leave_clean_rollouts_unlabelled(tmp_path):
     _write_traces(tmp_path, 1, "all", [_trace("a1", "g1", 0), _trace("c3", "g1", 0, ok=False)])
     res = load_runner(_cfg("smoke").framework).parse_logs(tmp_path)
