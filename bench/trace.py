@@ -177,7 +177,12 @@ def to_table(rows: list[dict[str, Any]] | Any, schema: pa.Schema, allow_native: 
     """
     import pandas as pd
 
-    df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame.from_records(list(rows))
+    if isinstance(rows, pd.DataFrame):
+        df = rows
+    elif hasattr(rows, "to_frame"):  # a parser's compact column store (runners/prime_rl_columns.py)
+        df = rows.to_frame()
+    else:
+        df = pd.DataFrame.from_records(list(rows))
     full = _schema_for(list(df.columns), schema, allow_native)
     unknown = [c for c in df.columns if c not in full.names]
     if unknown:

@@ -137,6 +137,7 @@ PARSER_FORMATS: dict[str, list[str]] = {
         "console 'Step N | 1m 18s | Loss 0.0288 | ... | Throughput 1460 tokens/s | MFU 0.6% | ...'",
         "console 'Step N | 12.0s | Reward 0.1335 | ... | Max Off-Policy 0 | ...'",
         "console 'Detected A/B rollouts (...), enforced N' (filtered samples)",
+        "rollouts/step_N/train/{all,effective}/traces.jsonl (episode traces -> rollouts.parquet)",
     ],
     "0.7.0": ["metrics.jsonl in trainer and orchestrator output dirs", "console 'Key value' Step lines"],
     "0.5.0": [
