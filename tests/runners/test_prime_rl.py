@@ -17,6 +17,7 @@ from bench.config import compose
 from bench.trace import read_steps, write_rollouts, write_steps
 from runners.base import load_runner
 from runners.prime_rl import KEYS, SEMANTICS, check_keys, layout, load_schema, toml_dumps
+from tests.runners.stub_job import run_stub_job
 
 GOLDEN = Path(__file__).parent / "golden" / "prime_rl"
 EXPERIMENTS = ["smoke", "semianalysis_case1", "semianalysis_case2"]
@@ -630,31 +631,15 @@ STUBS = {
 
 
 def _stub_job(tmp_path: Path, text: str, **env_extra: str) -> tuple[subprocess.CompletedProcess, list[str]]:
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    for name, body in STUBS.items():
-        (bindir / name).write_text(body)
-        (bindir / name).chmod(0o755)
-    run_dir = tmp_path / "run dir"  # a space: every RUN_DIR use must be quoted
-    (run_dir / "launch").mkdir(parents=True)
-    (run_dir / "launch" / "job.sbatch").write_text(text)
-    log = tmp_path / "stub.log"
     env = {
-        "PATH": f"{bindir}:{os.environ['PATH']}",
         "SLURM_JOB_NODELIST": "n[0-1]",
         "SLURM_JOB_ID": "42",
-        "SLURM_SUBMIT_DIR": str(run_dir),
         "PRIME_RL_DIR": str(tmp_path),
         "STUB_NODES": "2",
-        "STUB_LOG": str(log),
         "STUB_TAG": tmp_path.name,
-        "HF_TOKEN": "x",
         **env_extra,
     }
-    res = subprocess.run(
-        ["bash", str(run_dir / "launch" / "job.sbatch")], env=env, capture_output=True, text=True, timeout=60
-    )
-    return res, log.read_text().splitlines() if log.exists() else []
+    return run_stub_job(tmp_path, text, STUBS, env)
 
 
 def _servers_left(tag: str) -> bool:

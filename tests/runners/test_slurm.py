@@ -13,6 +13,7 @@ import pytest
 from bench.config import compose
 from runners.base import Process
 from runners.slurm import ray_processes, render_sbatch, shell_join, shell_word
+from tests.runners.stub_job import run_stub_job
 
 
 def _render(overrides=(), **kw):
@@ -143,31 +144,15 @@ STUBS = {
 def _stub_run(
     tmp_path: Path, text: str, extra_env: dict[str, str], stubs: dict[str, str] | None = None
 ) -> tuple[subprocess.CompletedProcess, list[str]]:
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    for name, body in (STUBS | (stubs or {})).items():
-        (bindir / name).write_text(body)
-        (bindir / name).chmod(0o755)
-    run_dir = tmp_path / "run dir"  # a space: every RUN_DIR use must be quoted
-    (run_dir / "launch").mkdir(parents=True)
-    (run_dir / "launch" / "job.sbatch").write_text(text)
-    log = tmp_path / "stub.log"
     env = {
-        "PATH": f"{bindir}:{os.environ['PATH']}",
         "SLURM_JOB_NODELIST": "n[0-2]",
-        "SLURM_SUBMIT_DIR": str(run_dir),
         "STUB_NODES": "3",
-        "STUB_LOG": str(log),
         "RAY_READY_POLL_S": "0.2",
         "RAY_READY_TIMEOUT_S": "20",
-        "BENCH_DRIVER": str(bindir / "recorder"),
-        "HF_TOKEN": "x",
+        "BENCH_DRIVER": str(tmp_path / "bin" / "recorder"),
         **extra_env,
     }
-    res = subprocess.run(
-        ["bash", str(run_dir / "launch" / "job.sbatch")], env=env, capture_output=True, text=True, timeout=60
-    )
-    return res, log.read_text().splitlines() if log.exists() else []
+    return run_stub_job(tmp_path, text, STUBS | (stubs or {}), env)
 
 
 def test_bootstrap_runs_head_then_workers_then_driver_with_template_ips(tmp_path):
