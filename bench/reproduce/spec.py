@@ -32,6 +32,7 @@ class Input:
     value: float
     unit: str = ""
     source: str = ""  # URL, or "assumption: why"
+    figure: str = ""  # id of this case's figure that the input is (a calibration target), if any
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,7 @@ def parse_case(raw: Any, path: Path) -> Case:
             value=_number(val, "value", w, required=True),
             unit=str(val.get("unit", "")),
             source=str(val.get("source", "")),
+            figure=str(val.get("figure", "")),
         )
     figures, seen = [], set()
     for i, f in enumerate(_need(raw, "figures", where, list)):
@@ -164,6 +166,9 @@ def parse_case(raw: Any, path: Path) -> Case:
                 calibrated=str(f.get("calibrated", "")).strip(),
             )
         )
+    for inp in inputs.values():
+        if inp.figure and inp.figure not in seen:
+            raise SpecError(f"{where}: inputs.{inp.name}.figure={inp.figure!r}: expected a figure id of this case")
     return Case(
         name=path.stem,
         title=_need(raw, "title", where, str),

@@ -69,4 +69,4 @@ def test_explicit_mode_wins_and_unknown_mode_names_the_file():
 
 def test_oversampling_sets_groups_in_flight():
     cfg = compose(["experiment=semianalysis_case1"])
-    assert load_policy("bench.emulator.policies.fully_async")(cfg).inflight_groups == 80  # 32 x 2.5
+    assert load_policy("bench.emulator.policies.fully_async")(cfg).inflight_groups == 48  # 32 x 1.5

@@ -26,13 +26,16 @@ def test_no_published_figure_is_both_input_and_prediction_of_a_case():
     for c in load_cases():
         ids = {f.id for f in c.figures}
         assert not ids & set(c.inputs), c.name
-        predicted = {f.published for f in c.figures if not (f.contradicted or f.calibrated)}
-        used = {i.value for i in c.inputs.values()}
-        assert not predicted & used, (c.name, predicted & used)
+        predicted = [f for f in c.figures if not (f.contradicted or f.calibrated)]
+        # an input that names its figure is matched by id, any other by value
+        named = {i.figure for i in c.inputs.values() if i.figure}
+        used = {i.value for i in c.inputs.values() if not i.figure}
+        clash = [f.id for f in predicted if f.id in named or f.published in used]
+        assert not clash, (c.name, clash)
         # a calibration target is declared as an input of its case
         for f in c.figures:
             if f.calibrated:
-                assert f.published in used, (c.name, f.id)
+                assert f.id in named or f.published in used, (c.name, f.id)
 
 
 def test_case1_figures_are_the_report_table(opd_results: Path):
@@ -91,6 +94,11 @@ HEAD = "title: t\nsource_url: https://x\nours: computed\ntolerance_pct: 1\n"
             "  - {id: a, figure: g, published: 2, compute: {source: none}}\n",
             r"figure 'a': duplicate id",
         ),
+        (
+            "inputs: {x: {value: 1, figure: b}}\nfigures:\n"
+            "  - {id: a, figure: f, published: 1, compute: {source: none}}\n",
+            r"inputs.x.figure='b': expected a figure id of this case",
+        ),
     ],
 )
 def test_bad_files_name_file_figure_and_key(tmp_path: Path, body: str, message: str):
@@ -104,3 +112,4 @@ def test_ours_kind_and_selection_errors(tmp_path: Path):
         load_case(_write(tmp_path, HEAD.replace("computed", "guessed") + "figures: []\n"))
     with pytest.raises(SpecError, match=r"published='nope'.*available: \["):
         load_cases(["nope"])
+
