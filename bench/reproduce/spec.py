@@ -168,7 +168,9 @@ def parse_case(raw: Any, path: Path) -> Case:
         )
     for inp in inputs.values():
         if inp.figure and inp.figure not in seen:
-            raise SpecError(f"{where}: inputs.{inp.name}.figure={inp.figure!r}: expected a figure id of this case")
+            raise SpecError(
+                f"{where}: inputs.{inp.name}.figure={inp.figure!r}: expected a figure id of this case"
+            )
     return Case(
         name=path.stem,
         title=_need(raw, "title", where, str),

@@ -59,7 +59,9 @@ def test_same_seed_same_trace_other_seed_other_trace(tmp_path):
 
 def test_case2_trainer_idle_predicted_within_15_percent(tmp_path):
     # not calibrated: case 1's inputs, case 2's published setup
-    got = run(tmp_path, ["experiment=semianalysis_case2", "framework=prime_rl"])["metrics"]["trainer_idle_frac"]
+    got = run(tmp_path, ["experiment=semianalysis_case2", "framework=prime_rl"])["metrics"][
+        "trainer_idle_frac"
+    ]
     assert got == pytest.approx(0.74, rel=0.15)
 
 

@@ -112,4 +112,3 @@ def test_ours_kind_and_selection_errors(tmp_path: Path):
         load_case(_write(tmp_path, HEAD.replace("computed", "guessed") + "figures: []\n"))
     with pytest.raises(SpecError, match=r"published='nope'.*available: \["):
         load_cases(["nope"])
-
