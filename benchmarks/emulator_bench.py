@@ -5,6 +5,9 @@ Baseline: the textbook discrete-event model of the same queue, one SimPy process
 and a trainer process takes 512 a step. Ours: `bench.emulator` on experiment=semianalysis_case1
 (multi-turn, 512 rollouts a step), which additionally models KV-limited concurrency, the decode
 roofline, staleness, oversampling and writes nothing here (the trace writer is timed separately).
+Case 1 as published cancels what is in flight at each batch fill, so it dispatches ~2.5x the
+rollouts it trains (`rollouts` counts every dispatched one); the `carry` rows run the same case with
+in-flight rollouts carried over, which dispatches ~512 a step, the size of the SimPy baseline.
 
     .venv/bin/python benchmarks/emulator_bench.py            # scaling table (~1-2 min)
     .venv/bin/python benchmarks/emulator_bench.py --quick    # one point each
@@ -67,7 +70,7 @@ def simpy_baseline(steps: int, batch: int = 512, workers: int = 1024, turns: int
     }
 
 
-def emulator(steps: int, prompts: int = 32) -> dict:
+def emulator(steps: int, prompts: int = 32, surplus: str = "") -> dict:
     """bench.emulator on semianalysis_case1 with `prompts` x 16 rollouts a step."""
     from bench.config import compose
     from bench.emulator.run import build
@@ -78,6 +81,7 @@ def emulator(steps: int, prompts: int = 32) -> dict:
             "framework=prime_rl",
             f"emulator.steps={steps}",
             f"workload.prompts_per_step={prompts}",
+            *([f"emulator.surplus={surplus}"] if surplus else []),
         ]
     )
     loop, _, _ = build(cfg)
@@ -85,7 +89,7 @@ def emulator(steps: int, prompts: int = 32) -> dict:
     r = loop.run()
     cpu = time.process_time() - t0
     return {
-        "model": "bench.emulator",
+        "model": "bench.emulator" + (f" {surplus}" if surplus else ""),
         "steps": steps,
         "batch": prompts * 16,
         "rollouts": len(r.seg["root"]),
@@ -111,16 +115,18 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(_row(simpy_baseline(s)))
     for s in [100] if args.quick else [100, 300, 1000]:
         rows.append(_row(emulator(s)))
+    for s in [100] if args.quick else [300, 1000]:
+        rows.append(_row(emulator(s, surplus="carry")))
     if not args.quick:
         for p in (16, 64):  # scaling with rollouts per step (256, 1,024)
             rows.append(_row(emulator(300, p)))
     print(
-        f"{'model':<15} {'steps':>5} {'batch':>5} {'rollouts':>9} {'events':>9} {'cpu_s':>7} "
+        f"{'model':<21} {'steps':>5} {'batch':>5} {'rollouts':>9} {'events':>9} {'cpu_s':>7} "
         f"{'rollouts/s':>11} {'events/s':>10}"
     )
     for r in rows:
         print(
-            f"{r['model']:<15} {r['steps']:>5} {r['batch']:>5} {r['rollouts']:>9} {r['events']:>9} "
+            f"{r['model']:<21} {r['steps']:>5} {r['batch']:>5} {r['rollouts']:>9} {r['events']:>9} "
             f"{r['cpu_s']:>7.2f} {r['rollouts_per_s']:>11.0f} {r['events_per_s']:>10.0f}"
         )
     # side by side: same steps and rollouts per step

@@ -25,7 +25,7 @@ FIGURES: tuple[tuple[str, tuple[str, ...], str, float, str], ...] = (
         0.60,
         "calibrated: experiment.oversampling ('up to' 60%)",
     ),
-    ("semianalysis_case1", (), "production_samples_per_s", 1.95, "predicted (decode_bw_eff at its default)"),
+    ("semianalysis_case1", (), "production_samples_per_s", 1.95, "calibrated: emulator.decode_bw_eff"),
     ("semianalysis_case1", (), "trainer_idle_frac", 0.30, "predicted"),
     ("semianalysis_case1", (), "mfu", 0.105, "predicted (suite FLOPs; the article's convention is unknown)"),
     (

@@ -43,11 +43,12 @@ class Draws:
         self.rng = np.random.default_rng(seed)
         self.group_size = int(w.group_size)
         self.drift_steps = max(int(w.steps) - 1, 1)
+        self.len_drift = float(w.response_len_drift)  # read once: drift() runs every step
 
     def drift(self, step: int) -> float:
         """Multiplier of mean response length and turns at trainer step `step` (linear, then flat)."""
         f = min(max(step, 0) / self.drift_steps, 1.0)
-        return 1.0 + (float(self.w.response_len_drift) - 1.0) * f
+        return 1.0 + (self.len_drift - 1.0) * f
 
     def mean_seq_len(self, step: int) -> float:
         """Expected final sequence length (prompt + response + tool output, tokens) at `step`."""

@@ -8,9 +8,15 @@ engine's decode batch B through the roofline (costmodel.rate_table): egalitarian
 Per engine a virtual clock V (dV/dt = rate(B)) turns that into O(log n) work per event: a group
 whose critical rollout (the one that would finish last at today's rate) starts decoding at V0 with
 w tokens finishes when V = V0 + w, however B changes meanwhile. While decoding, a group adds to B
-its time-averaged number of live sequences, sum(work_i) / w (mean field inside the group), so the
-engine's token throughput is conserved and a batch's last groups speed up as their engine empties.
-Events: one when a group starts decoding, one when it finishes; nothing per token or per turn.
+its number of live sequences, averaged over each of SEGMENTS equal spans of the critical rollout's
+progress (mean field inside a span), so the engine's token throughput is conserved, a group's load
+falls as its short rollouts end, and a batch's last groups speed up as their engine empties. One
+span (the plain average) is enough when an engine holds groups at every phase; when every group
+starts at once (a refill after cancel-at-fill), the per-sequence rate's convexity in B makes a
+single average 7% pessimistic against the exact per-rollout model; three spans bring it to 1%
+(two: 1.8%, four: 0.8%, at 1.26x the events of three).
+Events: one when a group starts decoding, one per later span, one when it finishes; nothing per
+token or per turn.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import heapq
 import numpy as np
 
 JOIN, ENGINE = 0, 1
+SEGMENTS = 3  # spans of a group's decode with their own batch share (see the module docstring)
 
 
 class Pool:
@@ -39,7 +46,7 @@ class Pool:
         self.seq = 0
         self.groups: dict[
             int, list
-        ] = {}  # placement id -> [engine, t0, delay, work, d, w, b, v_join, g, occ]
+        ] = {}  # placement id -> [engine, t0, delay, work, d, w, b, v_join, g, occ, shares]
         self.pid = 0  # placement ids: a resumed group is a new placement
         self.busy_s = 0.0
         self._busy_since = 0.0
@@ -50,11 +57,22 @@ class Pool:
         if dt > 0:
             b = self.B[e]
             if b > 1e-9:
-                self.V[e] += self.rate[min(int(b + 0.5), len(self.rate) - 1)] * dt
+                n = int(b + 0.5)
+                self.V[e] += self._rate_table[n if n < self.top else self.top] * dt
             self.t_e[e] = t
 
     def _rate(self, e: int) -> float:
-        return self.rate[min(max(int(self.B[e] + 0.5), 1), len(self.rate) - 1)]
+        n = int(self.B[e] + 0.5)
+        return self._rate_table[1 if n < 1 else n if n < self.top else self.top]
+
+    @property
+    def rate(self) -> list[float]:
+        """Per-sequence decode rate (tokens/s) indexed by decode batch size."""
+        return self._rate_table
+
+    @rate.setter
+    def rate(self, table: list[float]) -> None:
+        self._rate_table, self.top = table, len(table) - 1
 
     def _reschedule(self, e: int) -> None:
         h, groups = self.e_heap[e], self.groups
@@ -85,11 +103,11 @@ class Pool:
         slot through its environment time and decode; the group ends with its critical rollout), so a
         group's finished rollouts free room for others, as they do in the engine."""
         occ = self.occ
-        e = min(range(self.E), key=occ.__getitem__)
+        e = occ.index(min(occ))  # least-loaded engine (the first on ties)
         if crit is None:
-            c, b, o = group_shape(work, delay, self._rate(e))
+            c, shares, o = group_shape(work, delay, self._rate(e))
         else:
-            c, b, o = crit
+            c, shares, o = crit
         if occ[e] > 0 and occ[e] + o > self.limit:
             return False
         if not self.groups:
@@ -97,7 +115,7 @@ class Pool:
         occ[e] += o
         w, d = float(work[c]), float(delay[c])
         self.pid += 1
-        self.groups[self.pid] = [e, t, delay, work, d, w, b, -1.0, g, o]
+        self.groups[self.pid] = [e, t, delay, work, d, w, shares[0], -1.0, g, o, shares]
         self.seq += 1
         heapq.heappush(self.heap, (t + d, self.seq, JOIN, self.pid, 0))
         return True
@@ -121,23 +139,33 @@ class Pool:
             grp = self.groups[x]
             e = grp[0]
             self._advance(e, t)
-            grp[7] = self.V[e]
-            heapq.heappush(self.e_heap[e], (self.V[e] + grp[5], x))
+            v0, w, shares = self.V[e], grp[5], grp[10]
+            grp[7] = v0
+            k = len(shares)  # span k starts at V = v0 + w * k / K; span K is the finish
+            for j in range(1, k + 1):
+                heapq.heappush(self.e_heap[e], (v0 + w * j / k, x, j))
             self.B[e] += grp[6]
             self._reschedule(e)
             return []
         e, out = x, []
         self._advance(e, t)
-        h = self.e_heap[e]
-        while h and (h[0][1] not in self.groups or h[0][0] <= self.V[e] + 1e-6):
-            _, pid = heapq.heappop(h)
-            grp = self.groups.pop(pid, None)
+        h, groups, B = self.e_heap[e], self.groups, self.B
+        v_now = self.V[e] + 1e-6
+        while h and (h[0][1] not in groups or h[0][0] <= v_now):
+            _, pid, j = heapq.heappop(h)
+            grp = groups.get(pid)
             if grp is None:
                 continue
-            self.B[e] = max(self.B[e] - grp[6], 0.0)
+            shares = grp[10]
+            if j < len(shares):  # the next span: the group's share of B steps down
+                B[e] = max(B[e] + shares[j] - grp[6], 0.0)
+                grp[6] = shares[j]
+                continue
+            del groups[pid]
+            B[e] = max(B[e] - grp[6], 0.0)
             self.occ[e] = max(self.occ[e] - grp[9], 0.0)
             out.append((grp[8], grp))
-        if not self.groups:
+        if not groups:
             self.busy_s += t - self._busy_since
         self._reschedule(e)
         return out
@@ -150,16 +178,20 @@ class Pool:
 
     def stop_all(self, t: float) -> dict[int, np.ndarray]:
         """Stop every group at t (cancel or abort); return tokens each rollout had decoded."""
+        recs = list(self.groups.values())
         done = {}
-        for e, t0, delay, work, d, _w, _b, v_join, g, _o in self.groups.values():
-            self._advance(e, t)
-            r = self._rate(e)
-            if v_join >= 0:  # progress of the critical rollout, shifted by each one's own delay
-                x = (self.V[e] - v_join) - (delay - d) * r
-            else:
-                x = (t - t0 - delay) * r
-            done[g] = np.clip(x, 0.0, work)
-        if self.groups:
+        if recs:
+            for e in {rec[0] for rec in recs}:
+                self._advance(e, t)
+            rate = np.array([self._rate(rec[0]) for rec in recs])
+            # the critical rollout's progress, shifted by each rollout's own delay
+            head = np.array(
+                [self.V[e] - v_join + d * r if v_join >= 0 else (t - t0) * r
+                 for (e, t0, _, _, d, _, _, v_join, *_), r in zip(recs, rate, strict=True)]
+            )  # fmt: skip
+            delay, work = np.stack([rec[2] for rec in recs]), np.stack([rec[3] for rec in recs])
+            x = np.clip(head[:, None] - delay * rate[:, None], 0.0, work)
+            done = {rec[8]: row for rec, row in zip(recs, x, strict=True)}
             self.busy_s += t - self._busy_since
         self.groups.clear()
         for e in range(self.E):
@@ -182,13 +214,24 @@ def finish_times(t0, d, w, t, delay, work):
     return np.clip(np.asarray(t0) + delay + work * rate_inv, np.asarray(t0) + delay, t)
 
 
-def group_shape(work: np.ndarray, delay: np.ndarray, rate: float) -> tuple[int, float, float]:
-    """(critical rollout, decode-batch share, slot occupancy) of one group at per-sequence `rate`.
+def group_shape(work: np.ndarray, delay: np.ndarray, rate: float) -> tuple[int, tuple[float, ...], float]:
+    """(critical rollout, decode-batch share per span, slot occupancy) of one group at per-sequence
+    `rate` (tokens/s).
 
-    The critical rollout finishes last; the batch share is sum(work) / its work (time-averaged live
-    decoders); the occupancy is sum(delay + work / rate) / its (delay + work / rate).
+    The critical rollout finishes last; the batch shares are batch_shares() of the group's work; the
+    occupancy is sum(delay + work / rate) / its (delay + work / rate).
     """
     life = delay + work / rate
     c = int(np.argmax(life))
-    w = float(work[c])
-    return c, (float(work.sum()) / w if w > 0 else 0.0), float(life.sum() / life[c]) if life[c] > 0 else 1.0
+    shares = batch_shares(work[None, :], np.array([work[c]]))[0]
+    return c, tuple(shares.tolist()), float(life.sum() / life[c]) if life[c] > 0 else 1.0
+
+
+def batch_shares(work: np.ndarray, crit_work: np.ndarray, spans: int = SEGMENTS) -> np.ndarray:
+    """Live decoders of each group (rows of `work`, tokens) averaged over `spans` equal spans of its
+    critical rollout's `crit_work` tokens: (groups, spans). Tokens are conserved: the shares times
+    crit_work / spans sum to the group's work clipped at crit_work."""
+    edges = crit_work[:, None] * (np.arange(spans + 1) / spans)[None, :]  # (groups, spans + 1)
+    done = np.minimum(work[:, :, None], edges[:, None, :]).sum(axis=1)  # tokens by each edge
+    width = np.maximum(np.diff(edges, axis=1), 1e-12)
+    return np.where(crit_work[:, None] > 0, np.diff(done, axis=1) / width, 0.0)

@@ -21,7 +21,7 @@ import numpy as np
 
 from bench.emulator.costmodel import EngineModel, TrainerModel, rate_table
 from bench.emulator.draws import Draws
-from bench.emulator.generator import Pool, finish_times
+from bench.emulator.generator import Pool, batch_shares, finish_times
 from bench.emulator.policies import Schedule
 
 # rollout status codes; STATUS_NAMES maps them to the trace's names (still in flight at the end: aborted)
@@ -136,7 +136,7 @@ class Loop:
         self.g_all: list[bool] = []
         self.g_none: list[bool] = []
         self.g_crit: list[int] = []  # rollout that finishes last at the nominal rate
-        self.g_b: list[float] = []  # its mean-field share of the decode batch
+        self.g_b: list[tuple[float, ...]] = []  # its mean-field share of the decode batch, per span
         self.g_occ: list[float] = []  # its time-averaged slot occupancy (rollouts)
         self.next_group = 0
         self.inflight: set[int] = set()
@@ -186,7 +186,7 @@ class Loop:
         rows = np.arange(CHUNK_GROUPS)
         w = work.reshape(CHUNK_GROUPS, self.G)
         self.g_crit += crit.tolist()
-        self.g_b += (w.sum(axis=1) / w[rows, crit]).tolist()
+        self.g_b += [tuple(x) for x in batch_shares(w, w[rows, crit]).tolist()]
         self.g_occ += (life.sum(axis=1) / life[rows, crit]).tolist()
         self.g_vstart += [0] * CHUNK_GROUPS
         self.g_zero += c.zero_adv.tolist()
@@ -326,29 +326,31 @@ class Loop:
     def _stop_inflight(self, t: float, abort: bool) -> None:
         """Cancel (discard) or abort (buffer for resume) every in-flight group at t."""
         done = self.pool.stop_all(t)
-        r = self.roots.cols
-        for g in sorted(self.inflight):
-            rows = self._rows(g)
-            run = r["status"][rows] == RUNNING
-            idx = np.arange(rows.start, rows.stop)[run]
-            tok = done.get(g, np.zeros(self.G))[run]
-            r["tokens"][idx], r["t_finish"][idx], r["v_end"][idx] = tok, t, self.version
-            if not abort:
-                self._set_status(g, DISCARDED)
-                continue
-            left = r["seg_work"][idx] - tok
-            r["left"][idx] = left
-            fin = idx[left <= DONE]  # finished just before the abort: keeps its result
-            r["status"][fin] = PENDING
-            cut = idx[left > DONE]
-            h = self.hist.add(len(cut))
-            for k in ("step", "v_start", "v_end", "t_dispatch", "t_finish", "tokens"):
-                self.hist.cols[k][h] = r[k][cut]
-            self.hist.cols["root"][h], self.hist.cols["status"][h] = cut, RESUMED
-            r["status"][cut] = RESUMED
-            self.resume.append(g)
+        groups = sorted(self.inflight)
         self.waiting.clear()
         self.inflight.clear()
+        if not groups:
+            return
+        r, zeros = self.roots.cols, np.zeros(self.G)
+        rows = (np.array(groups)[:, None] * self.G + np.arange(self.G)).ravel()
+        run = r["status"][rows] == RUNNING
+        idx = rows[run]
+        tok = np.concatenate([done.get(g, zeros) for g in groups])[run]
+        r["tokens"][idx], r["t_finish"][idx], r["v_end"][idx] = tok, t, self.version
+        if not abort:
+            status = r["status"][rows]
+            r["status"][rows] = np.where((status == RUNNING) | (status == PENDING), DISCARDED, status)
+            return
+        left = r["seg_work"][idx] - tok
+        r["left"][idx] = left
+        r["status"][idx[left <= DONE]] = PENDING  # finished just before the abort: keeps its result
+        cut = idx[left > DONE]
+        h = self.hist.add(len(cut))
+        for k in ("step", "v_start", "v_end", "t_dispatch", "t_finish", "tokens"):
+            self.hist.cols[k][h] = r[k][cut]
+        self.hist.cols["root"][h], self.hist.cols["status"][h] = cut, RESUMED
+        r["status"][cut] = RESUMED
+        self.resume.extend(groups)
 
     # --- trainer --------------------------------------------------------------------------------
     def _push(self, t: float, kind: int, x: int) -> None:

@@ -1,6 +1,6 @@
 """SemiAnalysis case 1 within 15% of the published figures (calibrated: trainer_mfu on
-consumption in conf/emulator/semianalysis.yaml, oversampling on the discard in
-conf/experiment/semianalysis_case1.yaml), case 2 predicted within 15%, case 4's dependence on its
+consumption and decode_bw_eff on production in conf/emulator/semianalysis.yaml, oversampling on the
+discard in conf/experiment/semianalysis_case1.yaml), case 2 predicted within 15%, case 4's dependence on its
 unpublished environment latency, the trainer-idle identity, and determinism by seed."""
 
 from __future__ import annotations
