@@ -190,6 +190,10 @@ class FrameworkConf:
     # Modes this version supports -> the emulator policy that models each (dotted path).
     modes: dict[str, str] = field(default_factory=dict)
     needs_ray: bool = False
+    # Whether the framework discards samples older than workload.staleness_budget policy versions
+    # (prime-rl max_off_policy_steps, verl's staleness threshold). slime has no such bound: its
+    # budget is the weight-update interval and buffered partial rollouts wait without limit.
+    drops_stale: bool = True
     native: dict[str, Any] = field(default_factory=dict)  # framework-only knobs, passed through
 
 

@@ -53,7 +53,14 @@ FIGURES: tuple[tuple[str, tuple[str, ...], str, float, str], ...] = (
             0.60,
             f"what-if: {s} s per environment turn",
         )
-        for s in (10, 15, 20)
+        for s in (30, 60, 90)
+    ),
+    (
+        "semianalysis_case4",
+        ("experiment.oversampling=1",),
+        "trainer_idle_frac",
+        0.60,
+        "what-if: 8 groups in flight (the batch) instead of slime's 64",
     ),
 )
 

@@ -126,6 +126,8 @@ class Loop:
             "delay": np.float64,
             "ctx": np.float64,
             "seg_work": np.float64,
+            "seg_delay": np.float64,  # environment time + prefill the current segment started with
+            "env_left": np.float64,  # of an aborted rollout that had not started decoding (s)
         }
         stat = {"prompt_tokens": np.int64, "response_tokens": np.int64, "tool_tokens": np.int64,
                 "turns": np.int64, "env_s": np.float64, "reward": np.float64}  # fmt: skip
@@ -177,7 +179,7 @@ class Loop:
         delay = c.env_s + self.em.prefill_s(ctx)
         work = c.response_tokens.astype(np.float64)
         r["work"][sl] = r["left"][sl] = r["seg_work"][sl] = work
-        r["delay"][sl], r["ctx"][sl] = delay, ctx
+        r["delay"][sl], r["seg_delay"][sl], r["ctx"][sl] = delay, delay, ctx
         r["step"][sl] = r["v_end"][sl] = -1
         r["t_finish"][sl] = np.nan
         nominal = self.pool.rate[min(self.cap, len(self.pool.rate) - 1)]
@@ -214,11 +216,11 @@ class Loop:
         left, work = r["left"][rows], r["work"][rows]
         done = work - left
         # the engine dropped the KV cache: re-prefill prompt + tokens so far; an episode aborted
-        # before its decode began restarts its environment time as well
-        delay = np.where(again, self.em.prefill_s(r["ctx"][rows] + done), 0.0)
-        delay += np.where(again & (done <= 0), r["delay"][rows], 0.0)
+        # before its decode began still has the rest of its environment time (its sandbox lives on)
+        delay = np.where(again, self.em.prefill_s(r["ctx"][rows] + done) + r["env_left"][rows], 0.0)
         seg_work = np.where(again, left, 0.0)
         idx = np.arange(rows.start, rows.stop)[again]
+        r["seg_delay"][idx] = delay[again]
         r["status"][idx], r["t_dispatch"][idx], r["t_finish"][idx] = RUNNING, t, np.nan
         r["seg_work"][idx], r["tokens"][idx], r["v_end"][idx] = left[again], 0.0, -1
         self.resumed.add(g)
@@ -327,6 +329,7 @@ class Loop:
         """Cancel (discard) or abort (buffer for resume) every in-flight group at t."""
         done = self.pool.stop_all(t)
         groups = sorted(self.inflight)
+        queued = {w[0] for w in self.waiting}  # never reached an engine: no time spent
         self.waiting.clear()
         self.inflight.clear()
         if not groups:
@@ -343,6 +346,8 @@ class Loop:
             return
         left = r["seg_work"][idx] - tok
         r["left"][idx] = left
+        spent = np.where(np.isin(idx // self.G, list(queued)), 0.0, t - r["t_dispatch"][idx])
+        r["env_left"][idx] = np.where(tok > 0, 0.0, np.maximum(r["seg_delay"][idx] - spent, 0.0))
         r["status"][idx[left <= DONE]] = PENDING  # finished just before the abort: keeps its result
         cut = idx[left > DONE]
         h = self.hist.add(len(cut))

@@ -125,6 +125,8 @@ class Loop:
         self.sg_work: list[float] = []
         self.sg_eng: list[int] = []
         self.sg_vjoin: list[float] = []
+        self.sg_join_t: list[float] = []  # when the segment starts decoding (nan: not started)
+        self.sg_delay: list[float] = []  # environment time + prefill the segment was launched with
         # batches and trainer
         self.filling = 1
         self.batch_groups: dict[int, list[int]] = {1: []}
@@ -191,12 +193,14 @@ class Loop:
             return False
         act[e] += 1
         self.sg_eng[sg] = e
+        self.sg_join_t[sg] = t + delay  # its environment time and prefill end then
         self._slot_taken(t)
         self.seq += 1
         heapq.heappush(self.heap, (t + delay, self.seq, JOIN, sg, 0))
         return True
 
     def _launch(self, sg: int, delay: float, t: float) -> None:
+        self.sg_delay[sg] = delay
         if self.waiting or not self._start(sg, delay, t):
             self.waiting.append((sg, delay))
 
@@ -241,6 +245,8 @@ class Loop:
         self.sg_work.append(work)
         self.sg_eng.append(-1)
         self.sg_vjoin.append(-1.0)
+        self.sg_join_t.append(np.nan)
+        self.sg_delay.append(0.0)
         self.r_seg[root] = sg
         return sg
 
@@ -267,10 +273,8 @@ class Loop:
             sg = self._new_segment(root, t, self.r_work_left[root])
             self.sg_vstart[sg] = self.sg_vstart[old]
             # the engine dropped the KV cache: re-prefill prompt + tokens so far; an episode aborted
-            # before its decode began restarts its environment time as well
-            delay = float(self.em.prefill_s(self.r_ctx[root] + done)) + (
-                self.r_delay[root] if done <= 0 else 0.0
-            )
+            # before its decode began still has the rest of its environment time (its sandbox lives on)
+            delay = float(self.em.prefill_s(self.r_ctx[root] + done)) + self.r_env_left.get(root, 0.0)
             self._launch(sg, delay, t)
 
     def _group_segments(self, g: int) -> list[int]:
@@ -399,7 +403,12 @@ class Loop:
                     self.sg_tfin[sg] = t
                     self.sg_vend[sg] = self.version
                     if status == RESUMED:
-                        self.r_work_left[self.sg_root[sg]] = self.sg_work[sg] - self.sg_tok[sg]
+                        root = self.sg_root[sg]
+                        self.r_work_left[root] = self.sg_work[sg] - self.sg_tok[sg]
+                        # not decoding yet: what is left of its delay (all of it if never started)
+                        join = self.sg_join_t[sg]
+                        left = self.sg_delay[sg] if np.isnan(join) else max(join - t, 0.0)
+                        self.r_env_left[root] = left if self.sg_vjoin[sg] < 0 else 0.0
                 self.sg_status[sg] = status
             if status == RESUMED:
                 self.g_left[g] = sum(
@@ -503,6 +512,7 @@ class Loop:
     def run(self) -> Result:
         """Run until the last step's weight sync; return the trace arrays."""
         self.r_work_left: dict[int, float] = {}
+        self.r_env_left: dict[int, float] = {}
         self._generate(0.0)
         heap, pop = self.heap, heapq.heappop
         st, e_heap, e_epoch = self.sg_status, self.e_heap, self.e_epoch

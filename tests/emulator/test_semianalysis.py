@@ -65,11 +65,14 @@ def test_case2_trainer_idle_predicted_within_15_percent(tmp_path):
     assert got == pytest.approx(0.74, rel=0.15)
 
 
-def test_case4_published_idle_lies_between_10_and_15_s_per_environment_turn(tmp_path):
-    # Case 4's environment latency (OpenHands on Modal) is unpublished; at the 6 s default the
-    # prediction misses (docs/emulator.md). The published 60% idle is bracketed by 10-15 s a turn.
+def test_case4_idle_rises_with_environment_latency_and_brackets_the_published_60_percent(tmp_path):
+    # Case 4's environment latency per turn (OpenHands on Modal) is unpublished; at the 6 s default
+    # the generator keeps up and the prediction misses (docs/emulator.md). The published 60% idle
+    # lies between 30 and 90 s a turn, and idle rises with the latency.
     def idle(latency_s: int) -> float:
         ov = ["experiment=semianalysis_case4", "framework=slime", f"workload.env_latency_mean_s={latency_s}"]
         return run(tmp_path / str(latency_s), ov)["metrics"]["trainer_idle_frac"]
 
-    assert idle(10) < 0.60 < idle(15)
+    at_30, at_60, at_90 = idle(30), idle(60), idle(90)
+    assert at_30 < at_60 < at_90
+    assert at_30 < 0.60 < at_90

@@ -93,7 +93,7 @@ def test_case1_layout_is_24_tp8_ep_replicas_and_8_fsdp_trainer_nodes():
     _, launch = _render("semianalysis_case1")
     rl = _rl(launch)
     assert rl["orchestrator"]["batch_size"] == 512 and rl["orchestrator"]["max_off_policy_steps"] == 16
-    assert rl["orchestrator"]["oversampling_factor"] == 2.5
+    assert rl["orchestrator"]["oversampling_factor"] == 1.5
     assert (
         rl["inference"]["parallel"] == {"tp": 8, "dp": 1}
         and rl["inference"]["enable_expert_parallel"] is True

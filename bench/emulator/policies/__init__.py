@@ -97,6 +97,17 @@ def common(cfg: Any) -> dict[str, Any]:
     }
 
 
+UNBOUNDED = 10**9  # staleness_bound of a framework that never drops stale samples
+
+
+def staleness_bound(cfg: Any) -> int:
+    """Versions a trained sample may lag before it is discarded: workload.staleness_budget (at
+    least 1) where the framework enforces it (framework.drops_stale), else UNBOUNDED."""
+    if not cfg.framework.drops_stale:
+        return UNBOUNDED
+    return max(1, int(cfg.workload.staleness_budget))
+
+
 def surplus(cfg: Any, default: Surplus) -> Surplus:
     """The policy's surplus rule unless `emulator.surplus` overrides it (a documented input)."""
     rule = cfg.emulator.surplus or default
