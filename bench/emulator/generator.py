@@ -57,22 +57,11 @@ class Pool:
         if dt > 0:
             b = self.B[e]
             if b > 1e-9:
-                n = int(b + 0.5)
-                self.V[e] += self._rate_table[n if n < self.top else self.top] * dt
+                self.V[e] += self.rate[min(int(b + 0.5), len(self.rate) - 1)] * dt
             self.t_e[e] = t
 
     def _rate(self, e: int) -> float:
-        n = int(self.B[e] + 0.5)
-        return self._rate_table[1 if n < 1 else n if n < self.top else self.top]
-
-    @property
-    def rate(self) -> list[float]:
-        """Per-sequence decode rate (tokens/s) indexed by decode batch size."""
-        return self._rate_table
-
-    @rate.setter
-    def rate(self, table: list[float]) -> None:
-        self._rate_table, self.top = table, len(table) - 1
+        return self.rate[min(max(int(self.B[e] + 0.5), 1), len(self.rate) - 1)]
 
     def _reschedule(self, e: int) -> None:
         h, groups = self.e_heap[e], self.groups
