@@ -247,6 +247,7 @@ class EmulatorConf:
     filter_backfill: bool = True  # zero-advantage filtering replaces dropped groups (DAPO dynamic sampling)
     async_lag: int = 1  # batches a fully-async generator may run ahead (prime-rl fixes it at 1)
     steps: int = 0  # trainer steps to emulate; 0 = workload.steps
+    pace: float = 0.0  # wall seconds per emulated step: >0 streams steps into the trace as a run would
 
 
 @dataclass

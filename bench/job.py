@@ -15,9 +15,7 @@ requeues the same callable on the same run directory (resume = rerun into the sa
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -168,20 +166,11 @@ def _stop_on_sigterm() -> None:
 
 
 def run_emulator(cfg: Any, paths: RunPaths) -> dict[str, Any]:
-    """Emulate into a staging folder, move the trace in, return the emulator's own manifest keys.
+    """Emulate into this run directory's trace/ and return the emulator's own manifest keys; the
+    manifest itself stays this job's alone (status running until `_finish`)."""
+    from bench.emulator.run import emulate_into
 
-    Staging keeps manifest.json this job's alone while the emulator runs: its manifest (status
-    "completed" before this job has finished) must never be what `bench status` reads.
-    """
-    from bench.emulator.run import emulate
-
-    staging = paths.root / ".emulator"
-    shutil.rmtree(staging, ignore_errors=True)  # a requeued attempt starts clean
-    emulate(cfg, staging)
-    for f in sorted((staging / "trace").glob("*.parquet")):
-        os.replace(f, paths.trace / f.name)
-    emulated = json.loads((staging / "manifest.json").read_text())
-    shutil.rmtree(staging)
+    emulated = emulate_into(cfg, paths)
     own = set(read_manifest(paths)) | {"config"}  # identity, config (redacted) and dispatch stay ours
     return {k: v for k, v in emulated.items() if k not in own}
 

@@ -26,9 +26,10 @@ def _per_window(edges: np.ndarray, times: np.ndarray, weights: np.ndarray | None
     return np.bincount(idx, weights=w, minlength=len(edges))[: len(edges)]
 
 
-def write_trace(paths: RunPaths, r: Result, group_size: int) -> dict[str, int]:
-    """Write steps.parquet and rollouts.parquet for `r`; return rollout counts by final status."""
-    seg, root = r.seg, r.root
+def step_rows(r: Result) -> list[dict]:
+    """One trace row per trainer step of `r`, with the step window's dispatched / discarded /
+    filtered rollout counts and generated tokens."""
+    seg = r.seg
     edges = np.array([s.t_end_s for s in r.steps])
     first = np.zeros(len(seg["root"]), dtype=bool)
     first[np.unique(seg["root"], return_index=True)[1]] = True  # a rollout is dispatched once
@@ -46,8 +47,16 @@ def write_trace(paths: RunPaths, r: Result, group_size: int) -> dict[str, int]:
         row["filtered_samples"] = int(filtered[i])
         row["generated_tokens"] = int(round(generated[i]))
         rows.append(row)
-    write_steps(paths.steps, rows)
+    return rows
 
+
+def write_trace(paths: RunPaths, r: Result, group_size: int, steps_written: bool = False) -> dict[str, int]:
+    """Write steps.parquet (unless a paced run already streamed it) and rollouts.parquet for `r`;
+    return rollout counts by final status."""
+    if not steps_written:
+        write_steps(paths.steps, step_rows(r))
+    seg, root = r.seg, r.root
+    status = seg["status"]
     names = np.array(STATUS_NAMES)
     rid = seg["root"]
     n = len(rid)

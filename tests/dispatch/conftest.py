@@ -1,7 +1,8 @@
 """Fixtures for dispatch tests: a per-test results directory and the local Slurm testbed.
 
-Slurm tests (marker `slurm`) need the testbed of bench/testbed.py. Outside CI they skip, with the
-reason, when it cannot start (not root, no apt); under CI=true they fail instead, so a broken
+Slurm tests (marker `slurm`) need the testbed of bench/testbed.py. Outside CI they use it only when
+it is already up (`make testbed-up`) and skip otherwise, saying so: `make test` never starts Slurm
+daemons by surprise. Under CI=true the fixture brings it up and fails when it cannot, so a broken
 testbed can never pass CI silently.
 """
 
@@ -25,9 +26,11 @@ def results(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def testbed() -> tb_mod.Testbed:
-    """The running testbed (started here if needed, and then stopped at the end of the session)."""
+    """The running testbed (under CI started here if needed, and then stopped at the end)."""
     tb = tb_mod.from_config()
     was_up = tb_mod.status(tb)["daemons"].get("slurmctld", False)
+    if not was_up and os.environ.get("CI") != "true":
+        pytest.skip("the Slurm testbed is not up: run `make testbed-up` first (CI brings it up itself)")
     try:
         tb_mod.up(tb)
     except (tb_mod.TestbedError, OSError) as e:

@@ -45,7 +45,8 @@ def test_framework_sweep_is_jobs_not_a_point_key():
 
 def test_smoke_layout_is_two_whole_nodes_of_eight_gpus():
     # smoke: 8 trainer + 8 generator GPUs, disaggregated, 8 GPUs per node -> 2 nodes
-    plans = launch.plan(["experiment=smoke", "cluster=testbed", "framework=verl"], False)
+    # dry_run: the layout is planned without asking whether this machine can submit (testbed up)
+    plans = launch.plan(["experiment=smoke", "cluster=testbed", "framework=verl"], False, dry_run=True)
     assert (plans[0].nodes, plans[0].gpus_per_node, plans[0].problems) == (2, 8, [])
 
 

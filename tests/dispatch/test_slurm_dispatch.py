@@ -26,11 +26,23 @@ def _submit(results: Path, *overrides: str) -> list[Path]:
     return [r.root for r in submit(plans)]
 
 
-def _wait_for_state(run: Path, state: str, timeout_s: float = 30) -> None:
+def _wait_until(run: Path, ready, what: str, timeout_s: float = 60) -> dict:
+    """Poll manifest.json until `ready(dispatch)`; a bound on a hang, not a race: every job waited
+    on here is held by `emulator.pace` for minutes, so the state it waits for cannot pass by."""
     deadline = time.monotonic() + timeout_s
-    while _manifest(run)["dispatch"]["state"] != state:
-        assert time.monotonic() < deadline, f"{run.name} never reached {state}: {_manifest(run)['dispatch']}"
+    while not ready(d := _manifest(run)["dispatch"]):
+        assert time.monotonic() < deadline, f"{run.name} never {what}: {d}"
         time.sleep(0.1)
+    return d
+
+
+def _emulating(run: Path, after: str = "") -> dict:
+    """Wait until the job runs the emulator: its SIGTERM handler is installed by then."""
+    return _wait_until(
+        run,
+        lambda d: d["state"] == "RUNNING" and d.get("emulator_started_at", "") > after,
+        "started emulating",
+    )
 
 
 def test_run_returns_after_sbatch_and_every_job_gets_two_whole_nodes(testbed, results: Path, capsys):
@@ -71,36 +83,41 @@ def test_cancelled_job_fails_with_the_reason_and_the_others_complete(testbed, re
     assert monitor.wait([launch.RunPaths(r) for r in earlier], timeout_s=60) == ["completed"]
     earlier_bytes = {p: p.read_bytes() for p in earlier[0].rglob("*") if p.is_file()}
 
-    # one long run (cancelled mid-run) and two short ones, all in one array
-    runs = _submit(results, "experiment=smoke", "framework=verl,slime", "workload.steps=6,150")
-    long_run = next(r for r in runs if r.name.startswith("verl-steps-150"))
-    _wait_for_state(long_run, "RUNNING")
-    time.sleep(1.0)  # inside the emulator by now (import ~1 s; 150 steps take ~10 s)
-    job_id = _manifest(long_run)["dispatch"]["slurm_job_id"]
-    subprocess.run(["scancel", job_id], env=testbed.env(), check=True)
+    # two runs held by their pace (4 steps x 10 min: still running whenever scancel comes) and two
+    # unpaced ones, all in one array
+    runs = _submit(
+        results, "experiment=smoke", "framework=verl,slime", "workload.steps=4", "emulator.pace=0,600"
+    )
+    held = [r for r in runs if "-pace-600-" in r.name]
+    job_ids = [_emulating(r)["slurm_job_id"] for r in held]
+    subprocess.run(["scancel", *job_ids], env=testbed.env(), check=True)
 
     statuses = monitor.wait([launch.RunPaths(r) for r in runs], timeout_s=120)
     by_name = {r.name: s for r, s in zip(runs, statuses, strict=True)}
-    assert by_name.pop(long_run.name) == "failed"
-    assert set(by_name.values()) == {"completed"}
-    d = _manifest(long_run)["dispatch"]
-    assert d["exit_state"] == "CANCELLED" and d["reason"].startswith(f"Slurm job {job_id} ended CANCELLED")
-    assert (long_run / "launch" / "job.sbatch").is_file()  # launch and logs are kept
+    assert [by_name.pop(r.name) for r in held] == ["failed", "failed"]  # cancelled before a paced step
+    assert list(by_name.values()) == ["completed", "completed"]
+    for run, job_id in zip(held, job_ids, strict=True):
+        d = _manifest(run)["dispatch"]
+        assert d["exit_state"] == "CANCELLED" and d["reason"].startswith(
+            f"Slurm job {job_id} ended CANCELLED"
+        )
+    assert (held[0] / "launch" / "job.sbatch").is_file()  # launch and logs are kept
     # nothing overwritten: the earlier run is byte-for-byte what it was, and every run has its own dir
     assert {p: p.read_bytes() for p in earlier[0].rglob("*") if p.is_file()} == earlier_bytes
     assert len({r.name for r in [*earlier, *runs]}) == 5
 
 
 def test_timeout_signal_requeues_into_the_same_directory(testbed, results: Path):
-    (run,) = _submit(results, "experiment=smoke", "framework=verl", "workload.steps=120")
-    _wait_for_state(run, "RUNNING")
-    time.sleep(1.0)
-    job_id = _manifest(run)["dispatch"]["slurm_job_id"]
+    (run,) = _submit(results, "experiment=smoke", "framework=verl", "workload.steps=2", "emulator.pace=600")
+    first = _emulating(run)
+    job_id = first["slurm_job_id"]
     # what Slurm sends before a time limit (--signal=USR2@90): submitit checkpoints and requeues
     subprocess.run(["scancel", "--batch", "--signal=USR2", job_id], env=testbed.env(), check=True)
-    assert monitor.wait([launch.RunPaths(run)], timeout_s=120) == ["completed"]
-    d = _manifest(run)["dispatch"]
-    assert d["requeues"] == 1 and d["slurm_job_id"] == job_id
+    again = _emulating(run, after=first["emulator_started_at"])  # the requeued attempt, same directory
+    assert (again["requeues"], again["slurm_job_id"]) == (1, job_id)
+    subprocess.run(["scancel", job_id], env=testbed.env(), check=True)  # held by its pace: end it
+    assert monitor.wait([launch.RunPaths(run)], timeout_s=120) == ["failed"]
+    assert _manifest(run)["dispatch"]["requeues"] == 1
     assert sorted(p.name for p in run.parent.iterdir()) == [".submitit", run.name]
 
 
