@@ -14,7 +14,6 @@ callable in this process, one after the other (no queue to return from).
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -66,13 +65,13 @@ def expand(overrides: list[str], multirun: bool) -> list[tuple[dict[str, str], l
 
 
 def job_nodes(cfg: Any, launch: Any) -> int:
-    """Nodes of one job: the runner's Launch.nodes, else the GPU layout over gpus_per_node."""
+    """Nodes of one job: the runner's Launch.nodes (its own placement rules), else the resolved
+    layout's (bench.resolve)."""
     if launch is not None and getattr(launch, "nodes", 0):
         return int(launch.nodes)
-    e, gpn = cfg.experiment, cfg.cluster.gpus_per_node
-    colocated = str(getattr(e.placement, "value", e.placement)) == "colocated"
-    gpus = e.trainer_gpus if colocated else e.trainer_gpus + e.generator_gpus
-    return max(1, math.ceil(gpus / gpn))
+    from bench.resolve import Resolved
+
+    return max(1, Resolved.from_config(cfg).nodes)
 
 
 def plan(overrides: list[str], multirun: bool, dry_run: bool = False) -> list[JobPlan]:

@@ -235,9 +235,9 @@ def generated_tokens(c: Context) -> float:
 def _total_gpus(c: Context) -> int:
     if c.cfg is None:
         raise Missing("the manifest has no resolved config (GPU counts)")
-    e = c.cfg.experiment
-    colocated = str(e.placement).split(".")[-1] == "colocated"
-    return int(e.trainer_gpus) if colocated else int(e.trainer_gpus) + int(e.generator_gpus)
+    from bench.resolve import Resolved
+
+    return Resolved.from_config(c.cfg).total_gpus
 
 
 def gpu_hours(c: Context) -> float:

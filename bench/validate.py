@@ -10,86 +10,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import OmegaConf
 
 from bench.config import compose, for_framework
-from bench.flops import param_counts
+from bench.resolve import Resolved
 
 GB = 1e9
-# Mixed-precision Adam, bytes per parameter: bf16 weights 2 + bf16 grads 2 + fp32 master 4 + Adam m, v 8.
-BYTES_WEIGHTS_GRADS = 4
-BYTES_OPTIMIZER = 12
-
-
-def _placement(cfg: Any) -> str:
-    return str(cfg.experiment.placement).split(".")[-1]
-
-
-@dataclass
-class Sizing:
-    """Derived quantities shown in the summary (GB per GPU, tokens)."""
-
-    trainer_gb_per_gpu: float
-    engine_gpus: int
-    engines: int
-    engine_weights_gb: float
-    kv_bytes_per_token: float
-    kv_tokens_per_engine: float
-    mean_seq_tokens: float
-    concurrency_ceiling: float  # per engine: KV tokens / mean sequence length
-
-
-def kv_bytes_per_token(model: Any, gen: Any) -> float:
-    """KV-cache bytes per token of one engine (all layers; replicated where TP exceeds KV heads)."""
-    if str(model.attention).endswith("mla"):
-        # MLA caches the compressed latent + rope key, replicated on each TP rank
-        return model.layers * (model.kv_lora_rank + model.qk_rope_head_dim) * gen.kv_dtype_bytes * gen.tp
-    return model.layers * 2 * model.head_dim * max(model.kv_heads, gen.tp) * gen.kv_dtype_bytes
-
-
-def trainer_bytes_per_gpu(cfg: Any) -> float:
-    """Weights + gradients + optimizer state per trainer GPU (bytes), activations excluded."""
-    m, t, n = cfg.model, cfg.experiment.trainer, cfg.experiment.trainer_gpus
-    p = param_counts(m)["total"]
-    opt = 0.0 if t.offload_optimizer else BYTES_OPTIMIZER
-    wg = 0.0 if t.offload_params else BYTES_WEIGHTS_GRADS
-    if t.sharding == "fsdp":
-        return p * (wg + opt) / n
-    # Megatron: dense weights split over TP x PP, experts over EP x PP; distributed optimizer
-    # shards optimizer state over the data-parallel ranks of each.
-    dense_p = p - _expert_params(m)
-    mp_dense, mp_expert = t.tp * t.pp, t.ep * t.pp
-    dp_dense, dp_expert = max(1, n // (mp_dense * t.cp)), max(1, n // mp_expert)
-    return dense_p * (wg / mp_dense + opt / (mp_dense * dp_dense)) + _expert_params(m) * (
-        wg / mp_expert + opt / (mp_expert * dp_expert)
-    )
-
-
-def _expert_params(m: Any) -> float:
-    moe_layers = m.layers - m.dense_layers if m.routed_experts else 0
-    return float(moe_layers * (m.routed_experts + m.shared_experts) * 3 * m.hidden * m.ffn_expert)
-
-
-def sizing(cfg: Any) -> Sizing:
-    m, w, g, hw = cfg.model, cfg.workload, cfg.experiment.generator, cfg.hardware
-    engine_gpus = g.tp * g.dp
-    weights = param_counts(m)["total"] * g.dtype_bytes
-    kv_bpt = kv_bytes_per_token(m, g)
-    kv_tokens = max(0.0, engine_gpus * hw.hbm_gb * GB * g.gpu_memory_utilization - weights) / kv_bpt
-    mean_seq = w.prompt_len_mean + w.response_len_mean_frac * w.max_response_len
-    return Sizing(
-        trainer_gb_per_gpu=trainer_bytes_per_gpu(cfg) / GB,
-        engine_gpus=engine_gpus,
-        engines=cfg.experiment.generator_gpus // engine_gpus if engine_gpus else 0,
-        engine_weights_gb=weights / GB,
-        kv_bytes_per_token=kv_bpt,
-        kv_tokens_per_engine=kv_tokens,
-        mean_seq_tokens=mean_seq,
-        concurrency_ceiling=kv_tokens / mean_seq if mean_seq else 0.0,
-    )
 
 
 def _check_workload(cfg: Any) -> list[str]:
@@ -123,17 +51,17 @@ def _check_workload(cfg: Any) -> list[str]:
     return out
 
 
-def _check_gpus(cfg: Any) -> list[str]:
+def _check_gpus(cfg: Any, r: Resolved) -> list[str]:
     e, c, m, w = cfg.experiment, cfg.cluster, cfg.model, cfg.workload
     t, g = e.trainer, e.generator
     out = []
-    colocated = _placement(cfg) == "colocated"
+    colocated = r.colocated
     if colocated and e.generator_gpus != e.trainer_gpus:
         out.append(
             f"experiment.generator_gpus={e.generator_gpus}: expected = experiment.trainer_gpus={e.trainer_gpus} "
             "when placement=colocated (trainer and generator share the GPUs)"
         )
-    total = e.trainer_gpus if colocated else e.trainer_gpus + e.generator_gpus
+    total = r.total_gpus
     if total > c.nodes * c.gpus_per_node:
         out.append(
             f"experiment.trainer_gpus + generator_gpus = {total}: exceeds cluster {c.name}: "
@@ -153,7 +81,7 @@ def _check_gpus(cfg: Any) -> list[str]:
             f"experiment.trainer: tp x pp x cp = {mp}: expected a divisor of experiment.trainer_gpus={e.trainer_gpus}"
         )
     else:
-        dp = e.trainer_gpus // mp
+        dp = r.trainer_dp
         samples = w.prompts_per_step * w.group_size
         per_mb = samples // max(1, w.mini_batches_per_step)
         if per_mb % dp:
@@ -169,7 +97,7 @@ def _check_gpus(cfg: Any) -> list[str]:
             f"experiment.trainer.ep={t.ep}: expected a divisor of trainer GPUs per pipeline stage "
             f"({e.trainer_gpus} / pp {t.pp})"
         )
-    engine = g.tp * g.dp
+    engine = r.engine_gpus
     if e.generator_gpus % engine:
         out.append(
             f"experiment.generator: tp x dp = {engine} GPUs per engine: expected a divisor of "
@@ -191,21 +119,21 @@ def _check_gpus(cfg: Any) -> list[str]:
     return out
 
 
-def _check_memory(cfg: Any, s: Sizing) -> list[str]:
+def _check_memory(cfg: Any, s: Resolved) -> list[str]:
     hw, g, w = cfg.hardware, cfg.experiment.generator, cfg.workload
     out = []
-    if s.trainer_gb_per_gpu > hw.hbm_gb:
+    if s.trainer_bytes_per_gpu / GB > hw.hbm_gb:
         t = cfg.experiment.trainer
         out.append(
-            f"experiment.trainer: weights + grads + optimizer need {s.trainer_gb_per_gpu:.0f} GB per GPU under "
+            f"experiment.trainer: weights + grads + optimizer need {s.trainer_bytes_per_gpu / GB:.0f} GB per GPU under "
             f"sharding={t.sharding} (tp {t.tp}, pp {t.pp}, ep {t.ep}, offload_optimizer={t.offload_optimizer}); "
             f"expected <= hardware.hbm_gb={hw.hbm_gb:g} ({hw.name}), before activations"
         )
     budget = s.engine_gpus * hw.hbm_gb * g.gpu_memory_utilization
     max_seq = w.max_prompt_len + w.max_response_len
-    if s.engine_weights_gb >= budget:
+    if s.engine_weight_bytes / GB >= budget:
         out.append(
-            f"experiment.generator.tp={g.tp}: engine weights {s.engine_weights_gb:.0f} GB exceed "
+            f"experiment.generator.tp={g.tp}: engine weights {s.engine_weight_bytes / GB:.0f} GB exceed "
             f"{s.engine_gpus} GPU(s) x {hw.hbm_gb:g} GB x gpu_memory_utilization {g.gpu_memory_utilization}"
             f" = {budget:.0f} GB; expected room for the KV cache (raise tp/dp or lower dtype_bytes)"
         )
@@ -232,9 +160,10 @@ def _check_framework(cfg: Any) -> list[str]:
 
 def validate_workload(cfg: Any) -> list[str]:
     """Framework-neutral problems: workload, GPU layout, memory."""
-    problems = _check_workload(cfg) + _check_gpus(cfg)
+    r = Resolved.from_config(cfg)
+    problems = _check_workload(cfg) + _check_gpus(cfg, r)
     if not any(p.startswith("experiment.generator: tp x dp") for p in problems):
-        problems += _check_memory(cfg, sizing(cfg))
+        problems += _check_memory(cfg, r)
     return problems
 
 
@@ -251,12 +180,12 @@ def frameworks_of(overrides: list[str]) -> list[str]:
     return list(compose(overrides).experiment.frameworks)
 
 
-def summary_lines(cfg: Any, s: Sizing) -> list[str]:
+def summary_lines(cfg: Any, s: Resolved) -> list[str]:
     e, hw = cfg.experiment, cfg.hardware
     return [
-        f"  trainer {e.trainer_gpus} x {hw.name}: {s.trainer_gb_per_gpu:.1f} GB/GPU weights+grads+optimizer",
+        f"  trainer {e.trainer_gpus} x {hw.name}: {s.trainer_bytes_per_gpu / GB:.1f} GB/GPU weights+grads+optimizer",
         f"  generator {e.generator_gpus} GPUs = {s.engines} engines x {s.engine_gpus} GPU: weights "
-        f"{s.engine_weights_gb:.1f} GB, KV {s.kv_tokens_per_engine / 1e3:.0f}K tokens "
+        f"{s.engine_weight_bytes / GB:.1f} GB, KV {s.kv_tokens_per_engine / 1e3:.0f}K tokens "
         f"({s.kv_bytes_per_token / 1e3:.0f} KB/token), concurrency ceiling {s.concurrency_ceiling:.0f} "
         f"rollouts/engine at {s.mean_seq_tokens:.0f} tokens mean",
     ]
@@ -293,14 +222,14 @@ def main(argv: list[str]) -> int:
         print("\n".join(problems), file=sys.stderr)
         return 2
     cfg = compose(args.overrides)
-    e, w = cfg.experiment, cfg.workload
+    e, w, r = cfg.experiment, cfg.workload, Resolved.from_config(cfg)
     print(
         f"experiment {e.name}: {cfg.model.name}, {w.algorithm.name if hasattr(w.algorithm, 'name') else w.algorithm} "
         f"{w.prompts_per_step} prompts x group {w.group_size} = {w.prompts_per_step * w.group_size} samples/step, "
         f"{w.max_prompt_len}+{w.max_response_len} tokens, staleness budget {w.staleness_budget}, "
-        f"placement {_placement(cfg)}, cluster {cfg.cluster.name}"
+        f"placement {r.placement}, cluster {cfg.cluster.name}"
     )
-    print("\n".join(summary_lines(cfg, sizing(cfg)) + lines))
+    print("\n".join(summary_lines(cfg, r) + lines))
     print("OK: no problems found")
     return 0
 

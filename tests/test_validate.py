@@ -3,7 +3,8 @@
 import pytest
 
 from bench.config import compose
-from bench.validate import main, sizing, validate_workload
+from bench.resolve import Resolved
+from bench.validate import main, validate_workload
 
 CASES = ["smoke", "semianalysis_case1", "semianalysis_case2", "semianalysis_case3", "semianalysis_case4"]
 
@@ -52,7 +53,7 @@ def test_kv_cache_must_hold_one_sequence():
 
 
 def test_concurrency_ceiling_smoke():
-    s = sizing(compose(["experiment=smoke"]))
+    s = Resolved.from_config(compose(["experiment=smoke"]))
     # Qwen3-8B KV: 36 layers x 2 x 128 x 8 heads x 2 B = 147,456 B/token
     assert s.kv_bytes_per_token == 147_456
     # 80 GB x 0.85 - 16.38 GB weights = 51.62 GB -> 350,066 tokens; mean seq 256 + 0.35 x 8192 = 3,123.2

@@ -15,6 +15,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from bench import flops
+from bench.resolve import Resolved
 
 
 def plain_model(model: Any) -> SimpleNamespace:
@@ -23,32 +24,6 @@ def plain_model(model: Any) -> SimpleNamespace:
     if isinstance(model, SimpleNamespace):
         return model
     return SimpleNamespace(**OmegaConf.to_container(model, resolve=True, enum_to_str=True))
-
-
-def _is_mla(m: Any) -> bool:
-    return str(m.attention) in ("mla", "Attention.mla")
-
-
-def engine_gpus(cfg: Any) -> int:
-    """GPUs of one generation engine (instance): TP x DP for dense attention, or the EP group.
-
-    Case 1 (TP8, EP8) -> 8; case 2 (DP32 attention, EP32) -> 32; smoke (TP1) -> 1.
-    """
-    g = cfg.experiment.generator
-    return max(int(g.tp) * int(g.dp), int(g.ep), 1)
-
-
-def kv_bytes_per_token(cfg: Any) -> float:
-    """KV-cache bytes one token occupies across an engine (bytes), incl. TP replication of KV heads.
-
-    GQA: layers x kv_heads x head_dim x 2 (K and V) x dtype; when TP exceeds the KV heads each head is
-    replicated tp/kv_heads times. MLA: layers x (kv_lora_rank + rope dim) x dtype (latent cache).
-    """
-    m, g = cfg.model, cfg.experiment.generator
-    if _is_mla(m):
-        return m.layers * (m.kv_lora_rank + m.qk_rope_head_dim) * g.kv_dtype_bytes
-    repl = max(1.0, g.tp / m.kv_heads)
-    return m.layers * m.kv_heads * m.head_dim * 2 * g.kv_dtype_bytes * repl
 
 
 @dataclass(frozen=True)
@@ -93,21 +68,19 @@ class EngineModel:
         return max(1, min(int(cap), int(self.kv_capacity_tokens // max(seq_len, 1.0))))
 
 
-def engine_model(cfg: Any) -> EngineModel:
-    """Build the EngineModel of cfg's generator (one engine; all engines are identical)."""
+def engine_model(cfg: Any, r: Resolved) -> EngineModel:
+    """Build the EngineModel of cfg's generator (one engine; all engines are identical); its size,
+    weights and KV cache come from the resolved layout `r`."""
     m, hw, g, em = plain_model(cfg.model), cfg.hardware, cfg.experiment.generator, cfg.emulator
-    gpus = engine_gpus(cfg)
+    gpus = r.engine_gpus
     p = flops.param_counts(m)
     dt = float(g.dtype_bytes)
-    weight_bytes = p["total"] * dt
+    weight_bytes = r.engine_weight_bytes
     moe_layers = (m.layers - m.dense_layers) if m.routed_experts else 0
     expert_bytes = 3.0 * m.hidden * m.ffn_expert * dt
     routed_total = moe_layers * m.routed_experts * expert_bytes
     dense_bytes = weight_bytes - routed_total - m.vocab * m.hidden * dt  # embedding lookup reads one row
-    hbm = gpus * hw.hbm_gb * 1e9 * g.gpu_memory_utilization
-    kvb = kv_bytes_per_token(cfg)
-    kv_tokens = (hbm - weight_bytes) / kvb
-    if kv_tokens <= 0:
+    if r.kv_tokens_per_engine <= 0:
         raise ValueError(
             f"experiment.generator: {gpus} x {hw.name} ({hw.hbm_gb} GB, gpu_memory_utilization "
             f"{g.gpu_memory_utilization}) cannot hold {m.name} weights ({weight_bytes / 1e9:.0f} GB at "
@@ -115,8 +88,8 @@ def engine_model(cfg: Any) -> EngineModel:
         )
     return EngineModel(
         gpus=gpus,
-        kv_capacity_tokens=kv_tokens,
-        kv_bytes_per_token=kvb,
+        kv_capacity_tokens=r.kv_tokens_per_engine,
+        kv_bytes_per_token=r.kv_bytes_per_token,
         weight_bytes=weight_bytes,
         dense_bytes=dense_bytes,
         expert_bytes=expert_bytes,
@@ -155,7 +128,7 @@ class TrainerModel:
         return self.logprob_passes * f / 3.0 / self.flop_rate, f / self.flop_rate + self.optimizer_s
 
 
-def weight_sync_s(cfg: Any) -> float:
+def weight_sync_s(cfg: Any, r: Resolved) -> float:
     """Seconds to push updated weights to every generator GPU (s).
 
     Each generator GPU must receive its shard, model bytes (generation dtype) / engine GPUs, over the
@@ -163,23 +136,22 @@ def weight_sync_s(cfg: Any) -> float:
     at `weight_sync_eff` of the link, plus the fixed pause/reload cost `weight_sync_fixed_s`.
     """
     m, hw, ex, em = plain_model(cfg.model), cfg.hardware, cfg.experiment, cfg.emulator
-    shard = flops.param_counts(m)["total"] * ex.generator.dtype_bytes / engine_gpus(cfg)
-    colocated = str(ex.placement) in ("colocated", "Placement.colocated")
-    link = (hw.nvlink_gbps if colocated else hw.network_gbps) * 1e9 * em.weight_sync_eff
+    shard = flops.param_counts(m)["total"] * ex.generator.dtype_bytes / r.engine_gpus
+    link = (hw.nvlink_gbps if r.colocated else hw.network_gbps) * 1e9 * em.weight_sync_eff
     return shard / link + em.weight_sync_fixed_s
 
 
-def trainer_model(cfg: Any) -> TrainerModel:
+def trainer_model(cfg: Any, r: Resolved) -> TrainerModel:
     """Build the TrainerModel of cfg (all trainer GPUs; colocated runs train on the whole pool)."""
-    m, hw, ex, em = plain_model(cfg.model), cfg.hardware, cfg.experiment, cfg.emulator
+    m, hw, em = plain_model(cfg.model), cfg.hardware, cfg.emulator
     top = int(cfg.workload.max_prompt_len + cfg.workload.max_response_len)
     grid = np.unique(np.geomspace(1, max(top, 2), 96).astype(np.int64))
     fpt = np.array([flops.flops_per_token(m, int(s), "suite") for s in grid])
     return TrainerModel(
-        flop_rate=hw.peak_bf16_flops * ex.trainer_gpus * em.trainer_mfu,
+        flop_rate=hw.peak_bf16_flops * r.trainer.gpus * em.trainer_mfu,
         optimizer_s=float(em.optimizer_s),
         logprob_passes=int(em.logprob_passes_by_framework.get(cfg.framework.name, em.logprob_passes)),
-        sync_s=weight_sync_s(cfg),
+        sync_s=weight_sync_s(cfg, r),
         seq_grid=grid.astype(np.float64),
         fpt_grid=fpt,
     )

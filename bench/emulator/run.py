@@ -23,100 +23,40 @@ from bench.emulator.draws import Draws
 from bench.emulator.loop import Loop
 from bench.emulator.policies import Schedule, load_policy
 from bench.emulator.trace_out import step_rows, write_trace
+from bench.resolve import Resolved
 from bench.trace import RunPaths, write_manifest, write_steps
 
-# placement / staleness / partial rollout -> the policy that models it (used when mode is "auto"
-# and the framework's runner cannot resolve it)
-_SEMANTIC = {
-    ("colocated", "sync"): "colocated_sync",
-    ("colocated", "partial"): "partial_rollout",
-    ("disaggregated", "sync"): "disaggregated_sync",
-    ("disaggregated", "one_step"): "one_step_off",
-    ("disaggregated", "async"): "fully_async",
-    ("disaggregated", "partial"): "partial_rollout",
-}
 
-
-def _placement(cfg: Any) -> str:
-    return (
-        "colocated"
-        if str(cfg.experiment.placement) in ("colocated", "Placement.colocated")
-        else "disaggregated"
-    )
-
-
-def resolve_mode(cfg: Any) -> tuple[str, str, list[str]]:
-    """(native mode, policy dotted path, notes) for cfg's framework and experiment.
-
-    `framework.mode` wins when set; "auto" asks the runner (runners.base.Runner.resolve_mode), and
-    when the runner cannot answer, picks by placement, staleness budget and partial rollout, falling
-    back to the framework's first mode with a note when it has no mode of that kind.
-    """
-    fw, notes = cfg.framework, []
-    modes = dict(fw.modes)
-    if not modes:
-        raise ValueError(f"conf/framework/{fw.name}.yaml: `modes:` is empty; expected mode -> policy path")
-    mode = str(fw.mode)
-    if mode == "auto":
-        try:
-            from runners.base import load_runner
-
-            mode = load_runner(fw).resolve_mode(cfg)
-        except Exception as e:  # runner absent or not implemented: decide here
-            mode = _auto_mode(cfg, modes, notes)
-            notes.append(f"mode auto -> {mode} by the emulator's rule ({type(e).__name__} from the runner)")
-    if mode not in modes:
-        raise ValueError(f"framework.mode={mode!r}: conf/framework/{fw.name}.yaml modes has {sorted(modes)}")
-    return mode, modes[mode], notes
-
-
-def _auto_mode(cfg: Any, modes: dict[str, str], notes: list[str]) -> str:
-    ex, w = cfg.experiment, cfg.workload
-    kind = "partial" if ex.partial_rollout else ("sync" if w.staleness_budget == 0 else "one_step")
-    if kind == "one_step" and w.staleness_budget > 1:
-        kind = "async"
-    want = _SEMANTIC.get((_placement(cfg), kind), "fully_async")
-    for mode, path in modes.items():
-        if path.rsplit(".", 1)[-1] == want:
-            return mode
-    mode = next(iter(modes))
-    notes.append(f"{cfg.framework.name} has no mode modelled by {want}; using {mode!r} ({modes[mode]})")
-    return mode
-
-
-def build(cfg: Any) -> tuple[Loop, Schedule, dict[str, Any]]:
-    """The Loop for cfg, its Schedule, and provenance (mode, policy path, notes)."""
-    mode, path = "", cfg.emulator.policy
-    notes: list[str] = []
-    if not path:
-        mode, path, notes = resolve_mode(cfg)
-    sched = load_policy(path)(cfg)
-    if sched.colocated != (_placement(cfg) == "colocated"):
+def build(cfg: Any, r: Resolved | None = None) -> tuple[Loop, Schedule, dict[str, Any]]:
+    """The Loop for cfg, its Schedule, and provenance (mode, policy path, notes); the layout,
+    engines and mode -> policy choice are cfg's resolved ones (`r`, worked out here when not given)."""
+    r = r or Resolved.from_config(cfg)
+    if not r.policy:
+        raise ValueError(r.mode_notes[0])
+    notes = list(r.mode_notes)
+    sched = load_policy(r.policy)(cfg)
+    if sched.colocated != r.colocated:
         notes.append(
             f"policy {sched.name} is {'colocated' if sched.colocated else 'disaggregated'} but "
-            f"experiment.placement={_placement(cfg)}: trainer_gpus={cfg.experiment.trainer_gpus} and "
+            f"experiment.placement={r.placement}: trainer_gpus={r.trainer.gpus} and "
             f"generator_gpus={cfg.experiment.generator_gpus} are emulated as given"
         )
-    engine = costmodel.engine_model(cfg)
-    gpus = cfg.experiment.generator_gpus
-    engines = int(gpus) // engine.gpus
-    if engines < 1:
+    if r.engines < 1:
         raise ValueError(
-            f"experiment.generator_gpus={gpus} is fewer than one engine of {engine.gpus} GPUs "
-            f"(experiment.generator tp x dp or ep); expected a multiple of {engine.gpus}"
+            f"experiment.generator_gpus={cfg.experiment.generator_gpus} is fewer than one engine of "
+            f"{r.engine_gpus} GPUs (experiment.generator tp x dp); expected a multiple of {r.engine_gpus}"
         )
-    steps = int(cfg.emulator.steps or cfg.workload.steps)
     loop = Loop(
         sched,
-        engine,
-        costmodel.trainer_model(cfg),
+        costmodel.engine_model(cfg, r),
+        costmodel.trainer_model(cfg, r),
         Draws(cfg, int(cfg.experiment.seed)),
-        engines=engines,
+        engines=r.engines,
         max_concurrency=int(cfg.experiment.generator.max_concurrency),
         prompts_per_step=int(cfg.workload.prompts_per_step),
-        steps=steps,
+        steps=int(cfg.emulator.steps or cfg.workload.steps),
     )
-    return loop, sched, {"native_mode": mode, "policy": path, "notes": notes}
+    return loop, sched, {"native_mode": r.mode, "policy": r.policy, "notes": notes}
 
 
 def stream_steps(paths: RunPaths, rows: list[dict[str, Any]], pace_s: float) -> None:

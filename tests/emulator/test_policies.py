@@ -6,7 +6,7 @@ import pytest
 
 from bench.config import compose
 from bench.emulator.policies import Schedule, load_object, load_policy
-from bench.emulator.run import _auto_mode, resolve_mode
+from bench.resolve import _auto_mode, resolve_mode
 
 
 def test_every_framework_mode_names_a_loadable_policy():

@@ -12,6 +12,7 @@ from bench.config import compose
 from bench.emulator import costmodel
 from bench.emulator.draws import Draws
 from bench.emulator.run import build
+from bench.resolve import Resolved
 from tests.emulator import exact_ps
 
 CASES = [
@@ -43,11 +44,12 @@ def _fast_and_exact(overrides: list[str]) -> tuple[tuple[float, float], tuple[fl
     cfg = compose(overrides)
     loop, sched, _ = build(cfg)
     fast = _steady(loop.run().steps)
-    eng = costmodel.engine_model(cfg)
+    r = Resolved.from_config(cfg)
+    eng = costmodel.engine_model(cfg, r)
     exact = exact_ps.Loop(
         sched,
         eng,
-        costmodel.trainer_model(cfg),
+        costmodel.trainer_model(cfg, r),
         Draws(cfg, int(cfg.experiment.seed)),
         engines=int(cfg.experiment.generator_gpus) // eng.gpus,
         max_concurrency=int(cfg.experiment.generator.max_concurrency),
