@@ -1,9 +1,15 @@
-"""`python -m bench <command> ...`: one module per stage, each with `main(argv) -> int`."""
+"""`python -m bench <command> ...`: one module per stage, each with `main(argv) -> int`.
+
+A stage raises bench.errors.UsageError for input that is wrong; it is printed here as
+`error: <line>` on stderr with exit status 2, and no traceback.
+"""
 
 from __future__ import annotations
 
 import importlib
 import sys
+
+from bench.errors import EXIT_USAGE, UsageError
 
 # command -> "module:function"; each stage stays importable and testable on its own
 COMMANDS = {
@@ -35,7 +41,12 @@ def main(argv: list[str] | None = None) -> int:
         print(usage(), file=sys.stderr if argv and argv[0] not in {"-h", "--help"} else sys.stdout)
         return 0 if not argv or argv[0] in {"-h", "--help"} else 2
     module, func = COMMANDS[argv[0]][0].split(":")
-    return int(getattr(importlib.import_module(module), func)(argv[1:]) or 0)
+    try:
+        return int(getattr(importlib.import_module(module), func)(argv[1:]) or 0)
+    except UsageError as e:  # the user's input is wrong: its line(s), no traceback
+        for line in str(e).splitlines():
+            print(f"error: {line}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":
