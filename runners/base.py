@@ -7,12 +7,15 @@ A runner is one module, `runners/<framework>.py`, with a class named in
   (argv per role and node rank, environment variable names, native config files, sbatch text);
 - `parse_logs(log_dir) -> ParseResult`: what the framework really logged -> trace rows.
 
-Adding a fourth framework is one module plus one YAML; nothing here or in bench/ changes.
+The base class `Runner` holds what every framework does the same way (mode resolution,
+validation before rendering, the Launch, parse_logs' path handling, console-line cleaning); a
+runner fills in its framework's part. Adding a framework: docs/adding-a-framework.md.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,31 +94,145 @@ class ParseResult:
     run_info: dict[str, Any] = field(default_factory=dict)  # e.g. native wall time, versions
 
 
+NOT_INSTALLED = "not installed here"  # ends a native-check line that means "could not check", not "rejected"
+
+# Colour codes (loguru, Ray) and Ray's actor prefix `(TaskRunner pid=12, ip=10.0.0.1) `, which every
+# framework on Ray prints before a worker's line; parsers match what follows them.
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+ANSI_BYTES = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
+RAY_PREFIX = re.compile(r"^\((?P<actor>\w+) pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?\)\s*")
+RAY_PREFIX_BYTES = re.compile(rb"^\((?P<actor>\w+) pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?\)\s*")
+
+
+def clean_line(line: str) -> str:
+    """One console line without colour codes and without a leading Ray actor prefix."""
+    if "\x1b" in line:
+        line = ANSI.sub("", line)
+    return RAY_PREFIX.sub("", line, count=1)
+
+
+def clean_line_bytes(line: bytes) -> bytes:
+    """clean_line for raw bytes (parsers that scan files without decoding them)."""
+    if b"\x1b" in line:
+        line = ANSI_BYTES.sub(b"", line)
+    return RAY_PREFIX_BYTES.sub(b"", line, count=1)
+
+
+def clean_text(text: str) -> str:
+    """clean_line on every line of a block of text (line ends kept)."""
+    return "".join(clean_line(ln) for ln in text.splitlines(keepends=True))
+
+
+def enum_value(value: Any) -> str:
+    """The plain string of a config enum (Placement.colocated -> "colocated") or of a string."""
+    return str(getattr(value, "value", value))
+
+
+@dataclass
+class Build:
+    """A runner's framework-specific part of a launch; Runner.render_launch adds the rest."""
+
+    nodes: int
+    gpus_per_node: int
+    processes: list[Process]
+    files: dict[str, str]  # native files: overrides.txt, flags.txt, rl.toml, ...
+    sbatch: str
+    notes: list[str] = field(default_factory=list)
+
+
 class Runner:
-    """Base class: subclasses set `name` and implement render_launch and parse_logs."""
+    """Base class of every runner: the shared skeleton of render and parse, the hooks declared.
+
+    A runner sets `name` and implements `auto_mode`, `build` and `parse`; `validate`,
+    `validate_native` and `schema_problems` are optional (defaults below). The base does the
+    rest the same way for every framework: mode resolution, validation before rendering, the
+    Launch, and parse_logs' path handling.
+    """
 
     name: str = ""
 
     def __init__(self, **framework_conf: Any):
-        # The whole conf/framework/<name>.yaml node, for version-keyed translation tables.
+        # The whole conf/framework/<name>.yaml node (version, modes, native knobs).
         self.conf = framework_conf
 
-    def render_launch(self, cfg: Any) -> Launch:
-        """Translate a composed BenchConf (workload, experiment, cluster, framework) into a Launch."""
+    @property
+    def version(self) -> str:
+        return str(self.conf.get("version", ""))
+
+    # ---- required -----------------------------------------------------------------------------
+    def auto_mode(self, cfg: Any) -> str:
+        """The runner's native mode for framework.mode=auto (from placement, staleness, partial rollout)."""
         raise NotImplementedError
 
-    def resolve_mode(self, cfg: Any) -> str:
-        """The framework's native mode for this run: cfg.framework.mode, or the runner's choice
-        from placement / staleness budget / partial rollout when it is "auto"."""
+    def build(self, cfg: Any, mode: str) -> Build:
+        """The framework's native launch of a validated config in `mode`."""
         raise NotImplementedError
 
+    def parse(self, log_dir: Path, **options: Any) -> ParseResult:
+        """Parse an existing native output directory (or file) into trace rows."""
+        raise NotImplementedError
+
+    # ---- optional hooks, with their defaults ----------------------------------------------------
     def validate(self, cfg: Any) -> list[str]:
-        """Framework-specific pre-flight problems, one message per problem (key, value, expected)."""
+        """Framework-specific pre-flight problems, one message per problem (key, value, expected).
+        Default: only the mode check."""
+        return self.mode_problems(cfg)
+
+    def validate_native(self, cfg: Any, launch: Launch) -> list[str]:
+        """The installed framework's own verdict on a rendered launch; a line ending in
+        NOT_INSTALLED means it could not be checked here. Default: no native check."""
+        return [f"{self.name}: native check {NOT_INSTALLED}"]
+
+    def schema_problems(self, launch: Launch) -> list[str]:
+        """A rendered launch checked against the framework's own schema (runners/schemas/ or the
+        framework's shipped config), one line per unknown key or bad value. Default: no schema."""
         return []
 
-    def parse_logs(self, log_dir: Path | str) -> ParseResult:
-        """Parse a native run's output directory (files found by content) into trace rows."""
-        raise NotImplementedError
+    # ---- the shared skeleton ------------------------------------------------------------------
+    def modes(self) -> list[str]:
+        """Native modes of the pinned version (keys of conf/framework/<name>.yaml `modes`)."""
+        return sorted(self.conf.get("modes") or {})
+
+    def mode_problems(self, cfg: Any) -> list[str]:
+        """framework.mode checked against the pinned version's modes ([] when it is one, or auto)."""
+        mode, modes = str(cfg.framework.mode), self.modes()
+        if mode == "auto" or not modes or mode in modes:
+            return []
+        return [f"framework.mode={mode!r}: {self.name} {cfg.framework.version} supports {modes} (or 'auto')"]
+
+    def resolve_mode(self, cfg: Any) -> str:
+        """cfg.framework.mode, or the runner's choice (auto_mode) when it is "auto"; ValueError
+        naming the key for a mode the pinned version does not have."""
+        problems = self.mode_problems(cfg)
+        if problems:
+            raise ValueError(problems[0])
+        mode = str(cfg.framework.mode)
+        return self.auto_mode(cfg) if mode == "auto" else mode
+
+    def render_launch(self, cfg: Any) -> Launch:
+        """Validate, resolve the mode, build: a composed BenchConf -> the framework's Launch."""
+        problems = self.validate(cfg)
+        if problems:
+            raise ValueError(f"{self.name} cannot run this workload: " + "; ".join(problems))
+        b = self.build(cfg, self.resolve_mode(cfg))
+        return Launch(
+            framework=self.name,
+            version=str(cfg.framework.version),
+            nodes=b.nodes,
+            gpus_per_node=b.gpus_per_node,
+            processes=b.processes,
+            files=b.files,
+            sbatch=b.sbatch,
+            notes=b.notes,
+        )
+
+    def parse_logs(self, log_dir: Path | str, **options: Any) -> ParseResult:
+        """A native run's output directory (files found by content) -> trace rows; never raises on
+        bad input: a missing path is a warning. `options` go to the runner's parse."""
+        log_dir = Path(log_dir)
+        if not log_dir.exists():
+            return ParseResult(steps=[], warnings=[f"{log_dir}: no such file or directory"])
+        return self.parse(log_dir, **options)
 
 
 def load_runner(framework_cfg: Any) -> Runner:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from runners import prime_rl_logs
-from runners.base import Launch, ParseResult, Process, Runner
+from runners.base import NOT_INSTALLED, Build, Launch, ParseResult, Process, Runner, enum_value
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 
@@ -639,17 +639,8 @@ class PrimeRLRunner(Runner):
 
     name = "prime_rl"
 
-    @property
-    def version(self) -> str:
-        return str(self.conf.get("version", ""))
-
-    def resolve_mode(self, cfg: Any) -> str:
+    def auto_mode(self, cfg: Any) -> str:
         """Only "async" exists at the pinned versions (no synchronous mode since 2026-05-25)."""
-        mode = str(cfg.framework.mode)
-        if mode not in ("auto", "async"):
-            raise ValueError(
-                f"framework.mode={mode!r}: prime-rl {self.version} supports only 'async' (or 'auto')"
-            )
         return "async"
 
     def validate(self, cfg: Any) -> list[str]:
@@ -657,10 +648,8 @@ class PrimeRLRunner(Runner):
         v, ex, w = self.version, cfg.experiment, cfg.workload
         if v not in KEYS:
             return [f"framework.version={v!r}: no prime-rl translation table; known {sorted(KEYS)}"]
-        problems = []
-        if str(cfg.framework.mode) not in ("auto", "async"):
-            problems.append(f"framework.mode={cfg.framework.mode!r}: prime-rl {v} supports only 'async'")
-        if str(ex.placement.value if hasattr(ex.placement, "value") else ex.placement) == "colocated":
+        problems = self.mode_problems(cfg)
+        if enum_value(ex.placement) == "colocated":
             problems.append(
                 f"experiment.placement=colocated: prime-rl {v} runs trainer and inference on disjoint GPUs; "
                 "expected disaggregated"
@@ -680,7 +669,7 @@ class PrimeRLRunner(Runner):
         if w.mini_batches_per_step != 1:
             problems.append(f"workload.mini_batches_per_step={w.mini_batches_per_step}: prime-rl takes one "
                             "optimizer step per batch; expected 1")  # fmt: skip
-        algo = str(w.algorithm.value if hasattr(w.algorithm, "value") else w.algorithm)
+        algo = enum_value(w.algorithm)
         if algo != "grpo":
             problems.append(
                 f"workload.algorithm={algo!r}: prime-rl {v} has GRPO-style advantages only; expected 'grpo'"
@@ -698,11 +687,8 @@ class PrimeRLRunner(Runner):
             problems.append(str(e))
         return problems
 
-    def render_launch(self, cfg: Any) -> Launch:
+    def build(self, cfg: Any, mode: str) -> Build:
         """rl.toml + job.sbatch + argv of every process for a composed config."""
-        problems = self.validate(cfg)
-        if problems:
-            raise ValueError("prime-rl cannot run this workload: " + "; ".join(problems))
         v = self.version
         doc, notes = rl_config(cfg, v)
         lay = layout(cfg)
@@ -713,9 +699,7 @@ class PrimeRLRunner(Runner):
         notes.append(
             "argv words ${NODES[i]}, ${MASTER_ADDR}, ${CONFIG_DIR}, ${SLURM_JOB_ID} are filled in by job.sbatch"
         )
-        return Launch(
-            framework=self.name,
-            version=v,
+        return Build(
             nodes=lay.nodes,
             gpus_per_node=lay.gpus_per_node,
             processes=procs,
@@ -745,13 +729,13 @@ class PrimeRLRunner(Runner):
                     [python, "-c", _PYDANTIC_CHECK, str(path)], capture_output=True, text=True, timeout=900
                 )
             else:
-                return ["prime-rl (PRIME_RL_DIR checkout or PRIME_RL_CONFIGS_PYTHON) not installed here"]
+                return [f"prime-rl (PRIME_RL_DIR checkout or PRIME_RL_CONFIGS_PYTHON) {NOT_INSTALLED}"]
         if res.returncode == 0:
             return []
         lines = [ln.strip() for ln in (res.stderr + res.stdout).splitlines() if ln.strip()]
         return lines[-20:] or [f"prime-rl exited with status {res.returncode}"]
 
-    def parse_logs(self, log_dir: Path | str) -> ParseResult:
+    def parse(self, log_dir: Path, **options: Any) -> ParseResult:
         """Trace rows from a prime-rl output or log folder (metrics.jsonl, console logs, and
         rollout rows from rollouts/step_N/train/{all,effective}/traces.jsonl)."""
         rows, acc, run_info = prime_rl_logs.parse_dir(log_dir)

@@ -3,7 +3,7 @@
 Composes conf/ with the overrides, asks the framework's runner (cfg.framework._target_) for its
 Launch and writes DIR/launch/: command.json, job.sbatch and the native files (overrides.txt, ...).
 Framework-neutral: nothing here knows a framework. `--native` also checks the rendered launch
-against the framework installed on this machine, when the runner offers `validate_native`.
+against the framework installed on this machine (the runner's `validate_native`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from bench.config import compose
-from runners.base import load_runner
+from runners.base import NOT_INSTALLED, load_runner
 
 
 def main(argv: list[str]) -> int:
@@ -36,12 +36,8 @@ def main(argv: list[str]) -> int:
     for note in launch.notes:
         print(f"note: {note}")
     if args.native:
-        check = getattr(runner, "validate_native", None)
-        if check is None:
-            print(f"{cfg.framework.name}: no native validation hook", file=sys.stderr)
-            return 0
-        native_problems = check(cfg, launch)
+        native_problems = runner.validate_native(cfg, launch)
         for p in native_problems:
             print(f"{cfg.framework.name} (native): {p}", file=sys.stderr)
-        return 2 if any(not p.endswith("not installed here") for p in native_problems) else 0
+        return 2 if any(not p.endswith(NOT_INSTALLED) for p in native_problems) else 0
     return 0

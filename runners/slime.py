@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from runners import slime_logs
-from runners.base import Launch, ParseResult, Process, Runner
+from runners.base import NOT_INSTALLED, Build, Launch, ParseResult, Process, Runner, enum_value
 from runners.slurm import ray_processes, render_sbatch
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "slime-v0.3.1.json"
@@ -295,7 +295,7 @@ def model_flags(model: Any) -> list[tuple[str, Any]]:
         f.append(("--spec", fam["spec"]))
     f += [("--num-layers", model.layers), ("--hidden-size", model.hidden),
           ("--ffn-hidden-size", model.ffn_dense or model.ffn_expert), ("--num-attention-heads", model.q_heads)]  # fmt: skip
-    if str(getattr(model.attention, "value", model.attention)) == "mla":
+    if enum_value(model.attention) == "mla":
         f += [("--multi-latent-attention", None), ("--q-lora-rank", model.q_lora_rank),
               ("--kv-lora-rank", model.kv_lora_rank), ("--qk-head-dim", model.qk_nope_head_dim),
               ("--qk-pos-emb-head-dim", model.qk_rope_head_dim), ("--v-head-dim", model.v_head_dim),
@@ -334,10 +334,6 @@ def model_flags(model: Any) -> list[tuple[str, Any]]:
     return f
 
 
-def _enum(value: Any) -> str:
-    return str(getattr(value, "value", value))
-
-
 def _native(cfg: Any) -> dict[str, Any]:
     native = cfg.framework.native
     return dict(native) if native is not None else {}
@@ -346,7 +342,7 @@ def _native(cfg: Any) -> dict[str, Any]:
 def layout(cfg: Any) -> dict[str, int]:
     """GPU split: trainer nodes x GPUs, generator GPUs, engine size, and nodes for the whole job."""
     exp, gpn = cfg.experiment, int(cfg.cluster.gpus_per_node)
-    colocated = _enum(exp.placement) == "colocated"
+    colocated = enum_value(exp.placement) == "colocated"
     trainer, generator = int(exp.trainer_gpus), int(exp.generator_gpus)
     actor_gpn = min(trainer, gpn)
     total = max(trainer, generator) if colocated else trainer + generator
@@ -375,7 +371,7 @@ def driver_flags(cfg: Any, mode: str) -> list[tuple[str, Any]]:
     lay = layout(cfg)
     samples = int(w.prompts_per_step) * int(w.group_size)
     hf_ckpt, load = _model_paths(cfg, native)
-    algorithm = _enum(w.algorithm)
+    algorithm = enum_value(w.algorithm)
     f: list[tuple[str, Any]] = [
         ("--actor-num-nodes", lay["actor_num_nodes"]),
         ("--actor-num-gpus-per-node", lay["actor_num_gpus_per_node"]),
@@ -522,12 +518,9 @@ class SlimeRunner(Runner):
 
     name = "slime"
 
-    def resolve_mode(self, cfg: Any) -> str:
+    def auto_mode(self, cfg: Any) -> str:
         """colocated -> colocate_sync; partial rollout -> partial_rollout; staleness >= 1 -> async; else sync."""
-        mode = str(cfg.framework.mode)
-        if mode != "auto":
-            return mode
-        if _enum(cfg.experiment.placement) == "colocated":
+        if enum_value(cfg.experiment.placement) == "colocated":
             return "colocate_sync"
         if cfg.experiment.partial_rollout:
             return "partial_rollout"
@@ -535,13 +528,11 @@ class SlimeRunner(Runner):
 
     def validate(self, cfg: Any) -> list[str]:
         """Problems that would make slime refuse the launch or change the workload."""
-        problems: list[str] = []
-        mode, modes = self.resolve_mode(cfg), dict(cfg.framework.modes or {})
+        problems = self.mode_problems(cfg)
+        if problems:
+            return problems
+        mode = self.resolve_mode(cfg)
         exp, w, lay = cfg.experiment, cfg.workload, layout(cfg)
-        if modes and mode not in modes:
-            problems.append(
-                f"framework.mode={mode!r}: slime {cfg.framework.version} has modes {sorted(modes)}"
-            )
         if lay["colocated"] and mode in ("async", "partial_rollout"):
             problems.append(
                 f"framework.mode={mode!r} with experiment.placement=colocated: train_async.py refuses --colocate; "
@@ -615,7 +606,7 @@ class SlimeRunner(Runner):
             out.append(
                 "SWE harness: slime's examples/coding_agent_rl generate function, not the harness of the published run"
             )
-        if _enum(w.algorithm) == "gspo":
+        if enum_value(w.algorithm) == "gspo":
             out.append("GSPO clip range --eps-clip 4e-4 follows slime's run-qwen3-235B-A22B.sh")
         if int(exp.generator.dp) > 1:
             out.append(
@@ -623,9 +614,8 @@ class SlimeRunner(Runner):
             )
         return out
 
-    def render_launch(self, cfg: Any) -> Launch:
+    def build(self, cfg: Any, mode: str) -> Build:
         """Ray head/workers on every node, then train.py / train_async.py on node 0 (job.sbatch)."""
-        mode = self.resolve_mode(cfg)
         native, lay = _native(cfg), layout(cfg)
         flags = driver_flags(cfg, mode)
         script = "train_async.py" if mode in ("async", "partial_rollout") else "train.py"
@@ -652,9 +642,7 @@ class SlimeRunner(Runner):
             secret_env=secrets,
             container_image=str(cfg.framework.container or ""),
         )
-        return Launch(
-            framework="slime",
-            version=str(cfg.framework.version),
+        return Build(
             nodes=lay["nodes"],
             gpus_per_node=lay["gpus_per_node"],
             processes=processes,
@@ -671,7 +659,7 @@ class SlimeRunner(Runner):
         process: slime reads sys.argv and imports torch.
         """
         if importlib.util.find_spec("slime") is None:
-            return ["slime is not installed here"]
+            return [f"slime is {NOT_INSTALLED}"]
         driver = next(p for p in launch.processes if p.role == "driver")
         code = (
             "import sys; from slime.utils.arguments import parse_args; sys.argv = sys.argv[1:]; parse_args()"
@@ -691,7 +679,7 @@ class SlimeRunner(Runner):
             return [f"slime's parse_args rejected the flags (exit {out.returncode}): {tail}"]
         return []
 
-    def parse_logs(self, log_dir: Path | str, peak_flops: float | None = None) -> ParseResult:
+    def parse(self, log_dir: Path, peak_flops: float | None = None, **options: Any) -> ParseResult:
         """slime/Miles console logs under log_dir -> steps rows (rollouts are not logged per sample).
 
         peak_flops: the GPU's dense BF16 peak (FLOP/s) for native_mfu; defaults to
@@ -699,9 +687,6 @@ class SlimeRunner(Runner):
         """
         if peak_flops is None:
             peak_flops = (self.conf.get("native") or {}).get("peak_flops")
-        log_dir = Path(log_dir)
-        if not log_dir.exists():
-            return ParseResult(steps=[], warnings=[f"{log_dir}: no such file or directory"])
         files = [log_dir] if log_dir.is_file() else slime_logs.log_files(log_dir)
         env_files = (
             {p.name: slime_logs.read_env_file(p) for p in sorted(log_dir.rglob("*.env"))}

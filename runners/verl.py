@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from runners.base import Launch, ParseResult, Process, Runner
+from runners.base import NOT_INSTALLED, Build, Launch, ParseResult, Process, Runner, enum_value
 from runners.slurm import ray_processes, render_sbatch
 
 # (concept, verl key, unit, default in 0.9.1, caveat). The suite's concept names are the workload /
@@ -185,7 +185,7 @@ def translate(cfg: Any, mode: str) -> tuple[list[str], list[str]]:
     o: list[str] = []
     if megatron and ENTRY[mode][0] == "verl.trainer.main_ppo":
         o.append("model_engine=megatron")
-    algo = str(wl.algorithm.value if hasattr(wl.algorithm, "value") else wl.algorithm)
+    algo = enum_value(wl.algorithm)
     o += [
         "algorithm.adv_estimator=grpo",
         f"algorithm.norm_adv_by_std_in_grpo={_b(wl.std_normalize)}",
@@ -325,26 +325,25 @@ class VerlRunner(Runner):
 
     name = "verl"
 
-    def resolve_mode(self, cfg: Any) -> str:
-        """cfg.framework.mode, or for "auto": colocated -> sync (colocate_async with partial rollout);
-        disaggregated -> separate_async (staleness in versions, the workload's unit, through the
-        maintained V1 entry point; fully_async stays available as an explicit mode)."""
-        mode = str(cfg.framework.mode)
-        if mode != "auto":
-            return mode
-        placement = str(getattr(cfg.experiment.placement, "value", cfg.experiment.placement))
-        if placement == "colocated":
+    def auto_mode(self, cfg: Any) -> str:
+        """colocated -> sync (colocate_async with partial rollout); disaggregated -> separate_async
+        (staleness in versions, the workload's unit, through the maintained V1 entry point;
+        fully_async stays available as an explicit mode)."""
+        if enum_value(cfg.experiment.placement) == "colocated":
             return "colocate_async" if cfg.experiment.partial_rollout else "sync"
         return "separate_async"
 
     def validate(self, cfg: Any) -> list[str]:
         """verl-specific problems: mode vs placement, batch divisibility, GPU pools vs node size."""
-        problems: list[str] = []
+        problems = self.mode_problems(cfg)
+        if problems:
+            return problems
         mode = self.resolve_mode(cfg)
-        modes = dict(cfg.framework.get("modes") or {})
-        if mode not in ENTRY or (modes and mode not in modes):
-            return [f"framework.mode={mode!r}: verl {cfg.framework.version} supports {sorted(ENTRY)}"]
-        placement = str(getattr(cfg.experiment.placement, "value", cfg.experiment.placement))
+        if mode not in ENTRY:
+            return [
+                f"framework.mode={mode!r}: verl {cfg.framework.version} has entry points for {sorted(ENTRY)}"
+            ]
+        placement = enum_value(cfg.experiment.placement)
         want = "colocated" if mode in COLOCATED_MODES else "disaggregated"
         if placement != want:
             problems.append(f"framework.mode={mode!r} needs experiment.placement={want}, got {placement}")
@@ -368,12 +367,8 @@ class VerlRunner(Runner):
             )
         return problems
 
-    def render_launch(self, cfg: Any) -> Launch:
+    def build(self, cfg: Any, mode: str) -> Build:
         """Overrides, Ray head/workers + driver argv, and job.sbatch for cfg (see SEMANTICS)."""
-        mode = self.resolve_mode(cfg)
-        problems = self.validate(cfg)
-        if problems:
-            raise ValueError("verl: " + "; ".join(problems))
         overrides, notes = translate(cfg, mode)
         lay = layout(cfg, mode)
         module, config_name = ENTRY[mode]
@@ -419,9 +414,7 @@ class VerlRunner(Runner):
             node_roles=roles,
             container_image=str(cfg.framework.container or ""),
         )
-        return Launch(
-            framework="verl",
-            version=str(cfg.framework.version),
+        return Build(
             nodes=lay["nodes"],
             gpus_per_node=gpn,
             processes=procs,
@@ -435,7 +428,7 @@ class VerlRunner(Runner):
         try:
             import verl  # noqa: F401  (only its location is used; importing it pulls in torch)
         except ImportError:
-            return ["verl not installed here"]
+            return [f"verl {NOT_INSTALLED}"]
         driver = next(p for p in launch.processes if p.role == "driver")
         try:
             compose_driver(driver.argv, Path(verl.__file__).parent)
@@ -443,11 +436,11 @@ class VerlRunner(Runner):
             return [f"{type(e).__name__}: {e}"]
         return []
 
-    def parse_logs(self, log_dir: Path | str) -> ParseResult:
+    def parse(self, log_dir: Path, **options: Any) -> ParseResult:
         """verl's file-logger JSONL first, console step lines as fallback (runners/verl_logs.py)."""
         from runners.verl_logs import parse_dir
 
-        return parse_dir(Path(log_dir))
+        return parse_dir(log_dir)
 
 
 def hydra_overrides_for_compose(overrides: list[str], config_dir: Path | str, run_dir: str) -> list[str]:

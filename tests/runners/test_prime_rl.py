@@ -149,7 +149,7 @@ def test_only_async_mode_exists():
     cfg = _cfg("smoke")
     assert load_runner(cfg.framework).resolve_mode(cfg) == "async"
     cfg = _cfg("smoke", "framework.mode=sync")
-    with pytest.raises(ValueError, match="supports only 'async'"):
+    with pytest.raises(ValueError, match=r"supports \[.async.\]"):
         load_runner(cfg.framework).resolve_mode(cfg)
 
 
@@ -322,7 +322,7 @@ def test_truncated_interleaved_and_foreign_lines_are_counted_not_fatal(tmp_path,
 
 def test_missing_directory_is_a_warning():
     res = load_runner(_cfg("smoke").framework).parse_logs("/nonexistent/prime")
-    assert res.steps == [] and "not a directory" in res.warnings[0]
+    assert res.steps == [] and "no such file or directory" in res.warnings[0]
 
 
 # ---- parser: verbatim console lines (prime-rl.md 3.6) -------------------------------------------
