@@ -27,7 +27,7 @@ from typing import Any
 import submitit
 
 from bench import rundir, telemetry
-from bench.trace import RunPaths, read_manifest, write_json, write_manifest
+from bench.trace import RunPaths, read_manifest, write_manifest
 
 
 def slurm_fields() -> dict[str, Any]:
@@ -55,22 +55,6 @@ def slurm_fields() -> dict[str, Any]:
     }
     # What Slurm does not say (no GPU env on a GRES-less site) keeps the value planned at submission
     return {k: v for k, v in fields.items() if v is not None}
-
-
-def final_status(steps_traced: int, ok: bool) -> str:
-    """completed if the run finished; partial if it failed after tracing steps; else failed."""
-    if ok and steps_traced > 0:
-        return "completed"
-    return "partial" if steps_traced > 0 else "failed"
-
-
-def steps_traced(paths: RunPaths) -> int:
-    """Rows of trace/steps.parquet (0 when the run traced no step)."""
-    if not paths.steps.exists():
-        return 0
-    import pyarrow.parquet as pq
-
-    return pq.read_metadata(paths.steps).num_rows
 
 
 class BenchJob(submitit.helpers.Checkpointable):
@@ -120,24 +104,7 @@ class BenchJob(submitit.helpers.Checkpointable):
         current = read_manifest(paths)
         if current.get("status") in ("failed", "partial") and current.get("dispatch", {}).get("exit_state"):
             return current["status"]  # already marked by `bench status` (cancelled under us)
-        status = final_status(steps_traced(paths), ok)
-        merged = {**extra, **current}
-        exit_state = exit_state or ("COMPLETED" if ok else "FAILED")
-        merged["dispatch"].update(state=exit_state, exit_state=exit_state, reason=reason)
-        # metrics.json first, the final status last: whoever waits on the status finds metrics.json
-        write_manifest(paths, merged)
-        if paths.steps.exists():
-            from bench.metrics import write_metrics
-
-            try:
-                metrics = write_metrics(paths.root)
-                write_json(paths.metrics, {**metrics, "status": status})
-            except Exception as e:
-                (paths.logs / "metrics-error.txt").write_text(f"{type(e).__name__}: {e}\n")
-        merged["status"] = status
-        merged["dispatch"]["ended_at"] = rundir.now_iso()
-        write_manifest(paths, merged)
-        return status
+        return rundir.finish(paths, ok, reason, extra, exit_state)
 
     def checkpoint(self, run_dir: str, cfg: Any = None) -> submitit.helpers.DelayedSubmission:
         """Timeout/preemption: record the requeue and resubmit onto the same run directory."""

@@ -41,6 +41,7 @@ class JobPlan:
     cfg: Any
     nodes: int
     gpus_per_node: int
+    resolved: Any = None  # bench.resolve.Resolved of cfg
     launch: Any = None  # runners.base.Launch, or None when the runner could not render
     render_error: str | None = None
     paths: RunPaths | None = None
@@ -64,14 +65,14 @@ def expand(overrides: list[str], multirun: bool) -> list[tuple[dict[str, str], l
     return points
 
 
-def job_nodes(cfg: Any, launch: Any) -> int:
+def job_nodes(cfg: Any, launch: Any, resolved: Any = None) -> int:
     """Nodes of one job: the runner's Launch.nodes (its own placement rules), else the resolved
     layout's (bench.resolve)."""
     if launch is not None and getattr(launch, "nodes", 0):
         return int(launch.nodes)
     from bench.resolve import Resolved
 
-    return max(1, Resolved.from_config(cfg).nodes)
+    return max(1, (resolved or Resolved.from_config(cfg)).nodes)
 
 
 def plan(overrides: list[str], multirun: bool, dry_run: bool = False) -> list[JobPlan]:
@@ -79,6 +80,7 @@ def plan(overrides: list[str], multirun: bool, dry_run: bool = False) -> list[Jo
 
     A dry run skips the "can this machine submit" checks: it must work on a laptop."""
     from bench.config import compose, for_framework
+    from bench.resolve import Resolved
     from bench.validate import validate
     from runners.base import load_runner
 
@@ -90,8 +92,10 @@ def plan(overrides: list[str], multirun: bool, dry_run: bool = False) -> list[Jo
             cfg = for_framework(combo, fw)
             p = JobPlan(fw, point, [*[o for o in combo if not o.startswith("framework=")], f"framework={fw}"],
                         cfg, 0, cfg.cluster.gpus_per_node)  # fmt: skip
+            p.resolved = Resolved.from_config(cfg)
             p.problems = [
-                f"[{fw}{' ' + rundir.point_slug(point) if point else ''}] {m}" for m in validate(cfg)
+                f"[{fw}{' ' + rundir.point_slug(point) if point else ''}] {m}"
+                for m in validate(cfg, p.resolved)
             ]
             try:
                 p.launch = load_runner(cfg.framework).render_launch(cfg)
@@ -99,7 +103,7 @@ def plan(overrides: list[str], multirun: bool, dry_run: bool = False) -> list[Jo
                 p.render_error = f"{type(e).__name__}: {e}"
                 if cfg.mode == "native":
                     p.problems.append(f"[{fw}] runner cannot render the native launch: {p.render_error}")
-            p.nodes = job_nodes(cfg, p.launch)
+            p.nodes = job_nodes(cfg, p.launch, p.resolved)
             p.problems += [] if dry_run else cluster_problems(cfg)
             if cfg.cluster.executor == "slurm" and p.nodes > cfg.cluster.nodes:
                 p.problems.append(
@@ -132,19 +136,17 @@ def prepare(p: JobPlan, dry_run: bool = False) -> RunPaths:
     A dry run writes the same files under results/<experiment>/dry-run/, where reports and
     `bench status` (which read results/<experiment>/<run_id>/) never mistake it for a run.
     """
-    from omegaconf import OmegaConf
-
     cfg = p.cfg
     where = f"{cfg.experiment.name}/dry-run" if dry_run else cfg.experiment.name
     p.paths = rundir.allocate(REPO / cfg.results_dir, where, p.framework, p.point)
-    manifest = rundir.initial_manifest(cfg, p.paths, p.point, p.overrides)
+    manifest = rundir.initial_manifest(cfg, p.paths, p.point, p.overrides, p.resolved)
     manifest["dispatch"].update(nodes=p.nodes, gpus_per_node=p.gpus_per_node, gpus=p.nodes * p.gpus_per_node)
     if dry_run:
         manifest["dispatch"]["state"] = "DRY_RUN"
     from bench.trace import write_manifest
 
     write_manifest(p.paths, manifest)
-    (p.paths.root / "config.resolved.yaml").write_text(OmegaConf.to_yaml(manifest["config"]))
+    rundir.write_resolved_config(p.paths, manifest["config"], manifest["resolved"])
     if p.launch is not None:
         p.launch.write(p.paths.launch)
     else:

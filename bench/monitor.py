@@ -152,7 +152,7 @@ def pending(m: dict[str, Any], grace_s: float = 60.0) -> bool:
 
 
 def _failed_or_partial(paths: RunPaths) -> str:
-    from bench.job import steps_traced
+    from bench.rundir import steps_traced
 
     return "partial" if steps_traced(paths) > 0 else "failed"
 
@@ -166,7 +166,7 @@ def _elapsed(d: dict[str, Any]) -> str:
 
 
 def _last_step(paths: RunPaths) -> str:
-    from bench.job import steps_traced
+    from bench.rundir import steps_traced
 
     n = steps_traced(paths)
     return str(n) if n else "-"

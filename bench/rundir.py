@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from bench.trace import SECRET_MARKERS, RunPaths, read_manifest, write_manifest
+from bench.trace import RunPaths, read_manifest, redact_config, write_json, write_manifest
 
 REPO = Path(__file__).resolve().parent.parent
 MODE_NAMES = {"emulate": "emulated", "native": "native"}  # cfg.mode -> manifest mode
@@ -68,22 +68,12 @@ def git_revision(repo: Path = REPO) -> str:
     return f"{sha}-dirty" if sha and dirty else sha or "unknown"
 
 
-def redact_config(node: Any) -> Any:
-    """Resolved config with the value of every secret-looking key ('*token*', '*key*', ...) redacted."""
-    if isinstance(node, dict):
-        return {
-            k: "<redacted>"
-            if any(m in str(k).upper() for m in SECRET_MARKERS) and not isinstance(v, dict | list)
-            else redact_config(v)
-            for k, v in node.items()
-        }
-    if isinstance(node, list):
-        return [redact_config(v) for v in node]
-    return node
-
-
-def initial_manifest(cfg: Any, paths: RunPaths, point: dict[str, str], overrides: list[str]) -> dict:
-    """The manifest written at submission: status running, dispatch fields still empty."""
+def initial_manifest(
+    cfg: Any, paths: RunPaths, point: dict[str, str], overrides: list[str], resolved: Any = None
+) -> dict:
+    """The manifest written at submission: status running, dispatch fields still empty; `resolved`
+    (bench.resolve.Resolved of cfg) is worked out here when not given."""
+    from bench.resolve import Resolved
     from bench.validate import to_container
 
     return {
@@ -98,6 +88,7 @@ def initial_manifest(cfg: Any, paths: RunPaths, point: dict[str, str], overrides
         "overrides": overrides,
         "git_revision": git_revision(),
         "config": redact_config(to_container(cfg)),
+        "resolved": (resolved or Resolved.from_config(cfg)).to_dict(),
         "dispatch": {
             "executor": str(getattr(cfg.cluster.executor, "value", cfg.cluster.executor)),
             "state": "SUBMITTING",
@@ -118,6 +109,20 @@ def initial_manifest(cfg: Any, paths: RunPaths, point: dict[str, str], overrides
     }
 
 
+def write_resolved_config(paths: RunPaths, config: dict[str, Any], resolved: dict[str, Any]) -> None:
+    """config.resolved.yaml: the (redacted) composed config, then the layout derived from it under
+    `resolved:` (GPU pools, engines, KV bytes per token, concurrency ceiling, mode and policy)."""
+    import yaml
+
+    from bench.trace import atomic_path
+
+    text = yaml.safe_dump(redact_config(config), sort_keys=False)
+    text += "# derived once from the config above by bench/resolve.py\n"
+    text += yaml.safe_dump({"resolved": resolved}, sort_keys=False)
+    with atomic_path(paths.resolved_config) as tmp:
+        tmp.write_text(text)
+
+
 def update(paths: RunPaths, status: str | None = None, **dispatch: Any) -> dict:
     """Merge `dispatch` fields (and optionally the run status) into manifest.json; return it."""
     manifest = read_manifest(paths)
@@ -134,3 +139,53 @@ def run_dirs(results_dir: Path | str, experiment: str) -> list[RunPaths]:
     if not base.is_dir():
         return []
     return [RunPaths(d) for d in sorted(base.iterdir()) if (d / "manifest.json").is_file()]
+
+
+def steps_traced(paths: RunPaths) -> int:
+    """Rows of trace/steps.parquet (0 when the run traced no step)."""
+    if not paths.steps.exists():
+        return 0
+    import pyarrow.parquet as pq
+
+    return pq.read_metadata(paths.steps).num_rows
+
+
+def final_status(steps: int, ok: bool) -> str:
+    """completed if the run finished; partial if it failed after tracing steps; else failed."""
+    if ok and steps > 0:
+        return "completed"
+    return "partial" if steps > 0 else "failed"
+
+
+def finish(
+    paths: RunPaths,
+    ok: bool,
+    reason: str | None = None,
+    extra: dict[str, Any] | None = None,
+    exit_state: str | None = None,
+) -> str:
+    """End a run: merge a stage's manifest keys (`extra`; the run's own keys win), compute
+    metrics.json exactly once from the trace, then write the final status last, so whoever waits
+    on the status finds metrics.json. A run whose metrics cannot be computed is not completed: it
+    ends partial (its trace is kept) with the error as its reason. Returns the final status."""
+    from bench.metrics import compute
+
+    manifest = {**(extra or {}), **read_manifest(paths)}
+    steps = steps_traced(paths)
+    status = final_status(steps, ok)
+    if steps:
+        write_manifest(paths, manifest)  # metrics read the stage's keys (wall_s, resources, config)
+        try:
+            write_json(paths.metrics, {**compute(paths.root), "status": status})
+        except Exception as e:  # noqa: BLE001 - any failure here is the run's, recorded, not raised
+            status = "partial"
+            reason = f"metrics.json could not be computed: {type(e).__name__}: {e}"
+            (paths.logs / "metrics-error.txt").write_text(reason + "\n")
+    manifest["status"] = status
+    if reason:
+        manifest["reason"] = reason
+    if "dispatch" in manifest:
+        state = exit_state or ("COMPLETED" if status == "completed" else "FAILED")
+        manifest["dispatch"].update(state=state, exit_state=state, reason=reason, ended_at=now_iso())
+    write_manifest(paths, manifest)
+    return status

@@ -126,6 +126,11 @@ class RunPaths:
     def metrics(self) -> Path:
         return self.root / "metrics.json"
 
+    @property
+    def resolved_config(self) -> Path:
+        """The composed config and its derived layout (bench.resolve), as the run used them."""
+        return self.root / "config.resolved.yaml"
+
     def make(self) -> RunPaths:
         for d in (self.root, self.launch, self.logs, self.trace):
             d.mkdir(parents=True, exist_ok=True)
@@ -301,7 +306,8 @@ MANIFEST_REQUIRED = ("experiment", "run_id", "framework", "framework_version", "
 
 
 def write_manifest(paths: RunPaths, manifest: dict[str, Any]) -> None:
-    """Validate and atomically write manifest.json (secrets must already be redacted)."""
+    """Validate and atomically write manifest.json, the run's one manifest writer: the config it
+    records is redacted here, always (secret-looking keys at any depth), whoever calls."""
     missing = [k for k in MANIFEST_REQUIRED if k not in manifest]
     if missing:
         raise TraceError(f"{paths.manifest}: manifest keys missing: {missing}")
@@ -309,6 +315,8 @@ def write_manifest(paths: RunPaths, manifest: dict[str, Any]) -> None:
         raise TraceError(f"{paths.manifest}: mode={manifest['mode']!r}; expected one of {MODES}")
     if manifest["status"] not in RUN_STATUSES:
         raise TraceError(f"{paths.manifest}: status={manifest['status']!r}; expected one of {RUN_STATUSES}")
+    if "config" in manifest:
+        manifest = {**manifest, "config": redact_config(manifest["config"])}
     write_json(paths.manifest, manifest)
 
 
@@ -319,6 +327,20 @@ def read_manifest(paths: RunPaths) -> dict[str, Any]:
 
 
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+
+
+def redact_config(node: Any) -> Any:
+    """Resolved config with the value of every secret-looking key ('*token*', '*key*', ...) redacted."""
+    if isinstance(node, dict):
+        return {
+            k: "<redacted>"
+            if any(m in str(k).upper() for m in SECRET_MARKERS) and not isinstance(v, dict | list)
+            else redact_config(v)
+            for k, v in node.items()
+        }
+    if isinstance(node, list):
+        return [redact_config(v) for v in node]
+    return node
 
 
 def redact(env: dict[str, str]) -> dict[str, str]:

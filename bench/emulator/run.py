@@ -74,12 +74,12 @@ def stream_steps(paths: RunPaths, rows: list[dict[str, Any]], pace_s: float) -> 
         write_steps(paths.steps, rows[:k])
 
 
-def emulate_into(cfg: Any, paths: RunPaths) -> dict[str, Any]:
+def emulate_into(cfg: Any, paths: RunPaths, r: Resolved | None = None) -> dict[str, Any]:
     """Emulate cfg's framework on cfg's experiment: write trace/ into `paths` (streamed at
     `emulator.pace` seconds per step when set) and return the emulator's manifest keys (mode
     "emulated", wall_s, emulator provenance, resources). Deterministic for `experiment.seed`."""
     t0 = time.perf_counter()
-    loop, sched, prov = build(cfg)
+    loop, sched, prov = build(cfg, r)
     result = loop.run()
     elapsed = time.perf_counter() - t0
     pace = float(cfg.emulator.pace)
@@ -114,23 +114,24 @@ def emulate_into(cfg: Any, paths: RunPaths) -> dict[str, Any]:
 
 
 def emulate(cfg: Any, run_dir: Path | str) -> RunPaths:
-    """One emulated run straight into `run_dir` (`bench emulate`): trace/, manifest.json (status
-    completed) and metrics.json."""
+    """One emulated run straight into `run_dir` (`bench emulate`): trace/, manifest.json and
+    metrics.json, through the run directory's own writers (bench.rundir)."""
+    from bench import rundir
+
     paths = RunPaths(Path(run_dir)).make()
-    emulated = emulate_into(cfg, paths)
     manifest = {
         "experiment": cfg.experiment.name,
         "run_id": paths.root.name,
         "framework": cfg.framework.name,
         "framework_version": cfg.framework.version,
-        "status": "completed",
-        **emulated,
-        "config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
+        "mode": "emulated",
+        "status": "running",
+        "config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),  # redacted by write_manifest
     }
-    write_manifest(paths, manifest)
-    from bench.metrics import write_metrics
-
-    write_metrics(paths.root)
+    r = Resolved.from_config(cfg)
+    write_manifest(paths, {**manifest, "resolved": r.to_dict()})
+    rundir.write_resolved_config(paths, manifest["config"], r.to_dict())
+    rundir.finish(paths, True, extra=emulate_into(cfg, paths, r))
     return paths
 
 
