@@ -15,6 +15,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from bench.config import compose, for_framework
+from bench.errors import EXIT_USAGE, UsageError
 from bench.resolve import Resolved
 
 GB = 1e9
@@ -30,7 +31,7 @@ def _check_workload(cfg: Any) -> list[str]:
         )
     if w.prompts_per_step < 1:
         out.append(f"workload.prompts_per_step={w.prompts_per_step}: expected >= 1")
-    elif w.prompts_per_step % w.mini_batches_per_step:
+    elif w.mini_batches_per_step >= 1 and w.prompts_per_step % w.mini_batches_per_step:
         out.append(
             f"workload.mini_batches_per_step={w.mini_batches_per_step}: expected a divisor of "
             f"workload.prompts_per_step={w.prompts_per_step} (mini-batches hold whole groups)"
@@ -158,18 +159,96 @@ def _check_framework(cfg: Any) -> list[str]:
     return list(runner.validate(cfg))
 
 
-def validate_workload(cfg: Any) -> list[str]:
-    """Framework-neutral problems: workload, GPU layout, memory."""
-    r = Resolved.from_config(cfg)
-    problems = _check_workload(cfg) + _check_gpus(cfg, r)
+# (key, lowest, lowest allowed?, highest): counts and sizes the layout, memory and emulator
+# arithmetic divide by or draw from. Keys _check_workload names itself are not repeated here.
+RANGES = [
+    *[(f"experiment.trainer.{k}", 1, True, None) for k in ("tp", "pp", "cp", "ep", "micro_batch_tokens")],
+    *[(f"experiment.generator.{k}", 1, True, None) for k in ("tp", "ep", "dp", "max_concurrency")],
+    *[(f"experiment.generator.{k}", 0, False, None) for k in ("dtype_bytes", "kv_dtype_bytes")],
+    ("experiment.generator.gpu_memory_utilization", 0, False, 1),
+    *[
+        (f"workload.{k}", 1, True, None)
+        for k in ("mini_batches_per_step", "max_prompt_len", "max_response_len")
+    ],
+    *[(f"workload.{k}", 1, True, None) for k in ("steps", "turns_mean", "prompt_len_mean")],
+    *[
+        (f"workload.{k}", 0, False, None)
+        for k in ("solve_rate_alpha", "solve_rate_beta", "response_len_drift")
+    ],
+    *[(f"workload.{k}", 0, True, None) for k in ("response_len_sigma", "env_latency_sigma", "temperature")],
+    *[
+        (f"workload.{k}", 0, True, None)
+        for k in ("env_latency_mean_s", "env_startup_s", "tool_output_tokens_mean")
+    ],
+    *[
+        (f"model.{k}", 1, True, None)
+        for k in ("layers", "hidden", "q_heads", "kv_heads", "head_dim", "vocab")
+    ],
+    ("model.max_context", 1, True, None),
+    *[(f"hardware.{k}", 0, False, None) for k in ("peak_bf16_flops", "hbm_gb", "hbm_tbps", "nvlink_gbps")],
+    ("hardware.network_gbps", 0, False, None),
+    *[(f"cluster.{k}", 1, True, None) for k in ("nodes", "gpus_per_node", "time_min")],
+    *[
+        (f"emulator.{k}", 0, False, 1)
+        for k in ("trainer_mfu", "prefill_mfu", "decode_bw_eff", "weight_sync_eff")
+    ],
+    *[(f"emulator.{k}", 0, True, None) for k in ("logprob_passes", "optimizer_s", "weight_sync_fixed_s")],
+    *[(f"emulator.{k}", 0, True, None) for k in ("steady_skip_steps", "async_lag", "steps", "pace")],
+]
+
+
+def _check_ranges(cfg: Any) -> list[str]:
+    """Counts, sizes and fractions outside their range (a negative GPU count, tp=0, a memory
+    utilisation of 1.5), named before any arithmetic divides by them."""
+    out = []
+    for key in ("experiment.trainer_gpus", "experiment.generator_gpus"):
+        if (n := OmegaConf.select(cfg, key)) is not None and n < 1:
+            out.append(f"{key}={n}: expected >= 1")
+    for key, lo, lo_ok, hi in RANGES:
+        v = OmegaConf.select(cfg, key)
+        if v is None or isinstance(v, bool):
+            continue
+        if (v < lo if lo_ok else v <= lo) or (hi is not None and v > hi):
+            low = f"{'>=' if lo_ok else '>'} {lo}"
+            want = f"in {'[' if lo_ok else '('}{lo}, {hi}]" if hi is not None else low
+            out.append(f"{key}={v}: expected {want}")
+    return out
+
+
+def _check_mode(cfg: Any) -> list[str]:
+    """`mode` is emulate or native, and a native run needs a Slurm cluster to run on."""
+    c = cfg.cluster
+    executor = str(getattr(c.executor, "value", c.executor))
+    if cfg.mode not in ("emulate", "native"):
+        return [f"mode={cfg.mode}: expected emulate or native"]
+    if cfg.mode == "native" and executor != "slurm":
+        return [
+            f"mode=native: cluster={c.name} has no Slurm (cluster.executor={executor} in "
+            f"conf/cluster/{c.name}.yaml); expected a Slurm cluster (cluster=testbed after make testbed-up, "
+            "or a site's conf/cluster/<site>.yaml), or mode=emulate on this machine"
+        ]
+    return []
+
+
+def validate_workload(cfg: Any, r: Resolved | None = None) -> list[str]:
+    """Framework-neutral problems: value ranges, mode vs cluster, workload, GPU layout, memory (of
+    cfg's resolved layout `r`)."""
+    ranges = _check_ranges(cfg)
+    if ranges:  # the layout and memory arithmetic divides by these values: name them alone
+        return ranges + _check_mode(cfg) + _check_workload(cfg)
+    r = r or Resolved.from_config(cfg)
+    problems = _check_mode(cfg) + _check_workload(cfg) + _check_gpus(cfg, r)
     if not any(p.startswith("experiment.generator: tp x dp") for p in problems):
         problems += _check_memory(cfg, r)
     return problems
 
 
-def validate(cfg: Any) -> list[str]:
+def validate(cfg: Any, r: Resolved | None = None) -> list[str]:
     """Every problem of one composed config, one line each (key, value, expected)."""
-    return validate_workload(cfg) + _check_framework(cfg)
+    problems = validate_workload(cfg, r)
+    if _check_ranges(cfg):  # the runners' own checks divide by these values too
+        return problems
+    return problems + _check_framework(cfg)
 
 
 def frameworks_of(overrides: list[str]) -> list[str]:
@@ -204,8 +283,9 @@ def main(argv: list[str]) -> int:
     lines: list[str] = []
     try:
         frameworks = frameworks_of(args.overrides)
-        problems += validate_workload(for_framework(args.overrides, frameworks[0]))
-        for fw in frameworks:
+        first = for_framework(args.overrides, frameworks[0])
+        problems += validate_workload(first)
+        for fw in [] if _check_ranges(first) else frameworks:  # runners divide by those values too
             cfg = for_framework(args.overrides, fw)
             problems += [f"[{fw}] {p}" for p in _check_framework(cfg)]
             if not problems:  # the runner loads and accepts the config: show its mode
@@ -215,9 +295,9 @@ def main(argv: list[str]) -> int:
                 lines.append(f"  {fw} {cfg.framework.version}: mode {runner.resolve_mode(cfg)}")
                 if args.native and hasattr(runner, "validate_native"):
                     problems += [f"[{fw}] native: {p}" for p in runner.validate_native(cfg)]
-    except Exception as e:  # Hydra composition errors: unknown key, wrong type, missing file
-        print(f"config error: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2
+    except UsageError as e:  # composition: unknown group option or key, wrong type (one line)
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
     if problems:
         print("\n".join(problems), file=sys.stderr)
         return 2
