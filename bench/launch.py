@@ -14,14 +14,13 @@ callable in this process, one after the other (no queue to return from).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench import rundir
-from bench.monitor import status_main, wait  # noqa: F401  (status_main is `python -m bench status`)
+from bench.monitor import wait
 from bench.trace import RunPaths
 
 REPO = Path(__file__).resolve().parent.parent
@@ -130,30 +129,6 @@ def cluster_problems(cfg: Any) -> list[str]:
     return []
 
 
-def prepare(p: JobPlan, dry_run: bool = False) -> RunPaths:
-    """Allocate the run directory; write manifest.json, config.resolved.yaml and launch/.
-
-    A dry run writes the same files under results/<experiment>/dry-run/, where reports and
-    `bench status` (which read results/<experiment>/<run_id>/) never mistake it for a run.
-    """
-    cfg = p.cfg
-    where = f"{cfg.experiment.name}/dry-run" if dry_run else cfg.experiment.name
-    p.paths = rundir.allocate(REPO / cfg.results_dir, where, p.framework, p.point)
-    manifest = rundir.initial_manifest(cfg, p.paths, p.point, p.overrides, p.resolved)
-    manifest["dispatch"].update(nodes=p.nodes, gpus_per_node=p.gpus_per_node, gpus=p.nodes * p.gpus_per_node)
-    if dry_run:
-        manifest["dispatch"]["state"] = "DRY_RUN"
-    from bench.trace import write_manifest
-
-    write_manifest(p.paths, manifest)
-    rundir.write_resolved_config(p.paths, manifest["config"], manifest["resolved"])
-    if p.launch is not None:
-        p.launch.write(p.paths.launch)
-    else:
-        (p.paths.launch / "render_error.txt").write_text(f"{p.render_error}\n")
-    return p.paths
-
-
 def main(argv: list[str] | None = None) -> int:
     """`python -m bench run ...`; exit 0 once submitted (or finished with --wait), 2 on problems."""
     ap = argparse.ArgumentParser(prog="python -m bench run", description=__doc__.split("\n\n")[0])
@@ -190,9 +165,3 @@ def main(argv: list[str] | None = None) -> int:
     from bench.trace import read_manifest
 
     return 1 if any(read_manifest(r)["dispatch"]["state"] == "SUBMIT_FAILED" for r in runs) else 0
-
-
-def slurm_env(cfg: Any) -> None:
-    """Point Slurm's client commands at the cluster's own slurm.conf (the testbed), if it names one."""
-    if cfg.cluster.slurm_conf:
-        os.environ["SLURM_CONF"] = str(REPO / cfg.cluster.slurm_conf)

@@ -64,9 +64,10 @@ def slurm_state(job_id: str, env: dict[str, str] | None = None) -> dict[str, str
     return None
 
 
-def slurm_env(manifest: dict[str, Any]) -> dict[str, str]:
-    """Environment for Slurm commands about this run: SLURM_CONF of its cluster (the testbed), if any."""
-    conf = manifest.get("config", {}).get("cluster", {}).get("slurm_conf")
+def slurm_env(cluster: Any) -> dict[str, str]:
+    """Environment for Slurm's client commands on `cluster` (a ClusterConf, or the manifest's copy of
+    it): SLURM_CONF of the cluster's own slurm.conf (the testbed), else this shell's Slurm."""
+    conf = cluster.get("slurm_conf") if cluster else None
     if not conf:  # a site cluster: whatever Slurm this shell is configured for
         return dict(os.environ)
     return {**os.environ, "SLURM_CONF": str(rundir.REPO / conf)}
@@ -85,7 +86,7 @@ def reconcile(paths: RunPaths) -> dict[str, Any]:
         return _name_termination(paths, m)
     if m.get("status") != "running" or not job_id:
         return m
-    info = slurm_state(str(job_id), slurm_env(m))
+    info = slurm_state(str(job_id), slurm_env(m.get("config", {}).get("cluster")))
     if info is None:
         return rundir.update(
             paths,
@@ -128,7 +129,7 @@ def _name_termination(paths: RunPaths, m: dict[str, Any]) -> dict[str, Any]:
     While the job is being killed Slurm shows only COMPLETING; the final state comes after KillWait.
     """
     d = m["dispatch"]
-    info = slurm_state(str(d["slurm_job_id"]), slurm_env(m))
+    info = slurm_state(str(d["slurm_job_id"]), slurm_env(m.get("config", {}).get("cluster")))
     if info is None or not info["state"].startswith((*ENDED_BAD, "COMPLETED")):
         return m
     state = info["state"].split()[0]
@@ -229,9 +230,8 @@ def status_main(argv: list[str] | None = None) -> int:
     base = exp.parent if exp.parent != Path(".") else Path(args.results or rundir.REPO / "results")
     if args.cluster:
         from bench.config import compose
-        from bench.launch import slurm_env
 
-        slurm_env(compose([f"cluster={args.cluster}"]))
+        os.environ.update(slurm_env(compose([f"cluster={args.cluster}"]).cluster))
     runs = rundir.run_dirs(base, exp.name)
     if not runs:
         print(f"{base / exp.name}: no run directories with a manifest.json", file=sys.stderr)

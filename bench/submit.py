@@ -9,6 +9,7 @@ resource request are one job array (submitit's `executor.batch()`).
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from itertools import groupby
@@ -81,15 +82,39 @@ def _group_key(p: Any) -> tuple:
     return (repr(sorted(params.items())), p.cfg.cluster.name, p.cfg.results_dir, p.cfg.experiment.name)
 
 
+def prepare(p: Any, dry_run: bool = False) -> RunPaths:
+    """Allocate the run directory; write manifest.json, config.resolved.yaml and launch/.
+
+    A dry run writes the same files under results/<experiment>/dry-run/, where reports and
+    `bench status` (which read results/<experiment>/<run_id>/) never mistake it for a run.
+    """
+    cfg = p.cfg
+    where = f"{cfg.experiment.name}/dry-run" if dry_run else cfg.experiment.name
+    p.paths = rundir.allocate(rundir.REPO / cfg.results_dir, where, p.framework, p.point)
+    manifest = rundir.initial_manifest(cfg, p.paths, p.point, p.overrides, p.resolved)
+    manifest["dispatch"].update(nodes=p.nodes, gpus_per_node=p.gpus_per_node, gpus=p.nodes * p.gpus_per_node)
+    if dry_run:
+        manifest["dispatch"]["state"] = "DRY_RUN"
+    from bench.trace import write_manifest
+
+    write_manifest(p.paths, manifest)
+    rundir.write_resolved_config(p.paths, manifest["config"], manifest["resolved"])
+    if p.launch is not None:
+        p.launch.write(p.paths.launch)
+    else:
+        (p.paths.launch / "render_error.txt").write_text(f"{p.render_error}\n")
+    return p.paths
+
+
 def submit(plans: list[Any], dry_run: bool = False) -> list[RunPaths]:
     """Prepare every run directory, then submit (or, dry, only write launch/submit.sbatch)."""
-    from bench.launch import prepare, slurm_env
+    from bench.monitor import slurm_env
 
     runs = [prepare(p, dry_run) for p in plans]
     for _, group_iter in groupby(sorted(plans, key=_group_key), key=_group_key):
         group = list(group_iter)
         cfg = group[0].cfg
-        slurm_env(cfg)
+        os.environ.update(slurm_env(cfg.cluster))
         if cfg.cluster.executor == "local":
             _write_sbatch(group, folder=None)
             if not dry_run:

@@ -31,8 +31,7 @@ from typing import Any
 import pandas as pd
 
 from bench.reproduce import opd
-from bench.reproduce.sources import Context, NotReproducible, Outcome, Pending, import_dep
-from bench.reproduce.spec import SpecError
+from bench.reproduce.spec import Context, NotReproducible, Outcome, Pending, SpecError, import_dep
 from bench.trace import RunPaths, write_gpu, write_manifest, write_steps
 
 # ParseResult.run_info key for the absolute time (Unix s) a runner's t_start_s / t_end_s count

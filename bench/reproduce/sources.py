@@ -13,50 +13,22 @@ A source returns an Outcome; a dependency that is not installed yet gives status
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.reproduce.spec import Case, Figure, SpecError
-
-
-class Pending(Exception):
-    """A dependency (another stage of the suite) is not available yet; the message says which."""
-
-
-class NotReproducible(Exception):
-    """The figure cannot be computed from the inputs at hand; the message says why."""
-
-
-@dataclass
-class Outcome:
-    value: float | None  # in the unit the metric natively uses (fractions, seconds, ...)
-    used: str = ""  # what the number was computed from, for the report
-    checks: list[str] = field(default_factory=list)  # warnings to show beside the row
-
-
-@dataclass
-class Context:
-    """What sources may use: where raw data lives, where to write run dirs, shared caches."""
-
-    data_root: Path
-    work_dir: Path  # reports/reproduce/runs: ingested and emulated run directories
-    cache: dict[Any, Any] = field(default_factory=dict)
-
-
-def import_dep(module: str, what: str) -> Any:
-    """Import a module of another stage; raise Pending naming it when it is not there yet."""
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        if e.name and (module == e.name or module.startswith(e.name + ".")):
-            raise Pending(f"pending: {what} ({module})") from e
-        raise
-
+from bench.reproduce.spec import (  # noqa: F401  (Pending, Context, ... are this module's API too)
+    Case,
+    Context,
+    Figure,
+    NotReproducible,
+    Outcome,
+    Pending,
+    SpecError,
+    import_dep,
+)
 
 # ---- arithmetic -------------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ set in bench/reproduce/sources.py, so adding a figure is adding data, never code
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,43 @@ from bench.config import CONF_DIR
 PUBLISHED_DIR = CONF_DIR / "published"
 OURS_KINDS = ("raw logs", "emulated", "computed")
 UNITS_PERCENT = ("%",)  # ours (a fraction) is shown x100 for these units
+
+
+# ---- what a computation gets and gives (bench/reproduce/sources.py, opd_logs.py) -------------
+
+
+class Pending(Exception):
+    """A dependency (another stage of the suite) is not available yet; the message says which."""
+
+
+class NotReproducible(Exception):
+    """The figure cannot be computed from the inputs at hand; the message says why."""
+
+
+@dataclass
+class Outcome:
+    value: float | None  # in the unit the metric natively uses (fractions, seconds, ...)
+    used: str = ""  # what the number was computed from, for the report
+    checks: list[str] = field(default_factory=list)  # warnings to show beside the row
+
+
+@dataclass
+class Context:
+    """What sources may use: where raw data lives, where to write run dirs, shared caches."""
+
+    data_root: Path
+    work_dir: Path  # reports/reproduce/runs: ingested and emulated run directories
+    cache: dict[Any, Any] = field(default_factory=dict)
+
+
+def import_dep(module: str, what: str) -> Any:
+    """Import a module of another stage; raise Pending naming it when it is not there yet."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name and (module == e.name or module.startswith(e.name + ".")):
+            raise Pending(f"pending: {what} ({module})") from e
+        raise
 
 
 class SpecError(ValueError):

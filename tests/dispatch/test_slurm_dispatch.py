@@ -125,7 +125,7 @@ def test_status_shows_each_run_with_its_slurm_state(testbed, results: Path, caps
     runs = _submit(results, "experiment=smoke", "framework=verl", "workload.steps=4")
     monitor.wait([launch.RunPaths(r) for r in runs], timeout_s=60)
     capsys.readouterr()
-    assert launch.status_main([str(results / "smoke")]) == 0
+    assert monitor.status_main([str(results / "smoke")]) == 0
     out = capsys.readouterr().out
     assert "completed" in out and "n[1-2]" in out and _manifest(runs[0])["dispatch"]["slurm_job_id"] in out
 
