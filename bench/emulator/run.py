@@ -151,25 +151,53 @@ def sweep_points(overrides: list[str]) -> list[list[str]]:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m bench emulate <overrides> --out RUN_DIR`: one run (or one per sweep point)."""
-    from bench.config import compose
+    """`python -m bench emulate <overrides> --out RUN_DIR`: one run (or one per sweep point).
 
-    ap = argparse.ArgumentParser(prog="python -m bench emulate", description=main.__doc__)
+    Every point is composed and put through `bench validate`'s checks, and every output directory
+    is checked to be new, before the first run starts: a refusal (UsageError, exit 2) writes nothing.
+    """
+    ap = argparse.ArgumentParser(prog="python -m bench emulate", description=main.__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True, help="run directory (a parent dir for sweeps)")
     args, overrides = ap.parse_known_args(argv)
-    points = sweep_points(overrides)
+    runs = preflight(overrides, args.out)
+    for cfg, out in runs:
+        paths = emulate(cfg, out)
+        _summary(cfg, paths)
+    return 0
+
+
+def preflight(overrides: list[str], out_dir: Path) -> list[tuple[Any, Path]]:
+    """(composed config, run directory) per sweep point, or UsageError listing every problem:
+    the validate checks of each point and any run directory that already exists."""
+    from hydra.errors import HydraException
+
+    from bench.config import compose
+    from bench.errors import UsageError
+    from bench.validate import validate
+
+    try:
+        points = sweep_points(overrides)
+    except HydraException as e:
+        raise UsageError(f"cannot parse the overrides: {str(e).splitlines()[0]}") from None
     swept = [i for i, o in enumerate(overrides) if len({p[i] for p in points}) > 1]
+    runs, problems = [], []
     for point in points:
-        out = args.out
-        if swept:
-            out = args.out / ",".join(point[i].replace("/", "_") for i in swept)
+        label = ",".join(point[i].replace("/", "_") for i in swept)
+        out = out_dir / label if swept else out_dir
         cfg = compose(point)
         if not any(o.startswith(("framework=", "+framework=")) for o in point):
             # no framework named: the experiment's own (e.g. prime_rl for the SemiAnalysis cases 1-2)
             cfg = compose([*point, f"framework={cfg.experiment.frameworks[0]}"])
-        paths = emulate(cfg, out)
-        _summary(cfg, paths)
-    return 0
+        problems += [f"[{label}] {m}" if swept else m for m in validate(cfg)]
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            what = "a run directory" if (out / "manifest.json").exists() else "not empty"
+            problems.append(
+                f"--out {out}: already exists ({what}); runs are never overwritten, choose a new --out"
+            )
+        runs.append((cfg, out))
+    if problems:
+        raise UsageError("\n".join(dict.fromkeys(problems)))
+    return runs
 
 
 def _summary(cfg: Any, paths: RunPaths) -> None:
