@@ -85,13 +85,42 @@ def tinker_price_per_mtok(
     return {"usd": usd, "per_mtok_usd": usd / (trained_tokens / 1e6)}
 
 
+# hardware.tco inputs -> (lowest, lowest allowed?, highest or None): outside, $/GPU-hour is meaningless
+TCO_RANGES = {
+    "server_capex_usd": (0, False, None),
+    "gpus_per_server": (1, True, None),
+    "networking_capex_frac": (0, True, 1),
+    "depreciation_years": (0, False, None),
+    "cost_of_capital": (0, True, None),
+    "power_usd_per_kwh": (0, True, None),
+    "pue": (1, True, None),
+    "colo_usd_per_kw_month": (0, True, None),
+    "server_power_kw": (0, False, None),
+    "opex_other_usd_per_gpu_hour": (0, True, None),
+}
+
+
+def tco_problems(hardware: Any) -> list[str]:
+    """hardware.tco inputs out of range, one line each (key=value: expected ...)."""
+    out = []
+    for key, (lo, lo_ok, hi) in TCO_RANGES.items():
+        v = hardware.tco[key]
+        if (v < lo if lo_ok else v <= lo) or (hi is not None and v >= hi):
+            want = f"in [{lo}, {hi})" if hi is not None else f"{'>=' if lo_ok else '>'} {lo}"
+            out.append(f"hardware.tco.{key}={v}: expected {want} ({hardware.name})")
+    return out
+
+
 def main(argv: list[str]) -> int:
     """`python -m bench cost hardware=h200 [hardware.tco.server_capex_usd=...]`: $/GPU-hour as JSON."""
     from bench.config import compose
+    from bench.errors import UsageError
 
     ap = argparse.ArgumentParser(prog="python -m bench cost")
     ap.add_argument("overrides", nargs="*")
     cfg = compose(ap.parse_args(argv).overrides)
+    if problems := tco_problems(cfg.hardware):
+        raise UsageError("\n".join(problems))
     print(
         json.dumps({"hardware": cfg.hardware.name, "usd_per_gpu_hour": gpu_hour_usd(cfg.hardware)}, indent=2)
     )

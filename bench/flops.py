@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 CONVENTIONS = ("suite", "verl", "prime_rl")
@@ -182,9 +181,34 @@ def summary(model: Any, seq_len: int) -> dict[str, Any]:
     }
 
 
+# Sizes every model has at least one of; the other counts (experts, MLA ranks, DSA) may be 0.
+MODEL_SIZES = ("layers", "hidden", "q_heads", "kv_heads", "head_dim", "vocab", "max_context")
+
+
+def model_problems(model: Any) -> list[str]:
+    """Model dimensions out of range (a negative count, zero layers), one line each."""
+    out = []
+    for key, v in model.items():
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            continue
+        lo = 1 if key in MODEL_SIZES else 0
+        if v < lo or (key == "weight_bytes" and v <= 0):
+            out.append(
+                f"model.{key}={v}: expected {'>' if key == 'weight_bytes' else '>='} {lo} ({model.name})"
+            )
+    if 0 <= model.layers < model.dense_layers:
+        out.append(f"model.dense_layers={model.dense_layers}: expected <= model.layers={model.layers}")
+    return out
+
+
 def main(argv: list[str]) -> int:
-    """`python -m bench flops model=qwen3_235b_a22b seq_len=16384`: one JSON object on stdout."""
+    """`python -m bench flops model=qwen3_235b_a22b seq_len=16384`: one JSON object on stdout.
+
+    seq_len (tokens, default 4096) must be a whole number in [1, model.max_context]; anything else
+    is a UsageError naming it.
+    """
     from bench.config import compose
+    from bench.errors import UsageError
 
     ap = argparse.ArgumentParser(prog="python -m bench flops")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides, plus seq_len=N (tokens)")
@@ -192,15 +216,22 @@ def main(argv: list[str]) -> int:
     seq_len, overrides = 4096, []
     for o in args.overrides:
         if o.startswith("seq_len="):
+            text = o.split("=", 1)[1]
             try:
-                seq_len = int(o.split("=", 1)[1])
+                seq_len = int(text)
             except ValueError:
-                print(
-                    f"seq_len={o.split('=', 1)[1]!r}: expected an integer number of tokens", file=sys.stderr
-                )
-                return 2
+                raise UsageError(f"seq_len={text!r}: expected a whole number of tokens >= 1") from None
+            if seq_len < 1:
+                raise UsageError(f"seq_len={seq_len}: expected a whole number of tokens >= 1")
         else:
             overrides.append(o)
     cfg = compose(overrides)
+    if problems := model_problems(cfg.model):
+        raise UsageError("\n".join(problems))
+    if seq_len > cfg.model.max_context:
+        raise UsageError(
+            f"seq_len={seq_len}: expected <= model.max_context={cfg.model.max_context} ({cfg.model.name}); "
+            "for a longer (rope-scaled) context, raise model.max_context too"
+        )
     print(json.dumps(summary(cfg.model, seq_len), indent=2))
     return 0
