@@ -231,7 +231,6 @@ class ClusterConf:
     container: ContainerConf = field(default_factory=ContainerConf)
     setup: list[str] = field(default_factory=list)  # shell lines run before each job
     slurm_conf: str = ""  # SLURM_CONF for a private cluster (the testbed)
-    results_dir: str = "results"
 
 
 @dataclass
@@ -246,7 +245,6 @@ class EmulatorConf:
     prefill_mfu: float = 0.4  # fraction of peak in prefill
     weight_sync_eff: float = 0.5  # fraction of link bandwidth achieved in weight broadcast
     weight_sync_fixed_s: float = 1.0  # per-sync fixed cost (pause, reload, cache flush)
-    steady_skip_steps: int = 2
     policy: str = ""  # dotted path of the emulator policy; "" = the framework mode's (conf/framework modes:)
     surplus: str = ""  # in-flight rollouts when a batch fills: carry | cancel | abort; "" = the policy's
     filter_backfill: bool = True  # zero-advantage filtering replaces dropped groups (DAPO dynamic sampling)

@@ -223,7 +223,7 @@ def status_main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "experiment", help="experiment name (results/<experiment>/) or a results/<experiment> path"
     )
-    ap.add_argument("--results", default=None, help="results directory (default: cluster's results_dir)")
+    ap.add_argument("--results", default=None, help="results directory (default: results/ of the checkout)")
     ap.add_argument("--cluster", default=None, help="cluster whose slurm.conf to ask (e.g. testbed)")
     args = ap.parse_args(argv)
     exp = Path(args.experiment)

@@ -193,7 +193,7 @@ RANGES = [
         for k in ("trainer_mfu", "prefill_mfu", "decode_bw_eff", "weight_sync_eff")
     ],
     *[(f"emulator.{k}", 0, True, None) for k in ("logprob_passes", "optimizer_s", "weight_sync_fixed_s")],
-    *[(f"emulator.{k}", 0, True, None) for k in ("steady_skip_steps", "async_lag", "steps", "pace")],
+    *[(f"emulator.{k}", 0, True, None) for k in ("async_lag", "steps", "pace")],
 ]
 
 
