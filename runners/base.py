@@ -188,6 +188,11 @@ class Runner:
         framework's shipped config), one line per unknown key or bad value. Default: no schema."""
         return []
 
+    def native_settings(self, launch: Launch) -> dict[str, str]:
+        """The launch's native settings as flat `key -> value` text, for comparing two renders
+        (docs/frameworks.md). Default: each native file whole, under its name."""
+        return dict(launch.files)
+
     # ---- the shared skeleton ------------------------------------------------------------------
     def modes(self) -> list[str]:
         """Native modes of the pinned version (keys of conf/framework/<name>.yaml `modes`)."""

@@ -1,9 +1,9 @@
 """prime-rl runner: workload -> `rl.toml` + a multi-node job.sbatch; native logs -> trace rows.
 
 The translation is data at the top of this module: `KEYS` (version -> dotted TOML path of every
-knob the suite sets; supporting another prime-rl version is adding a row), `SEMANTICS` (what each
-workload concept means in prime-rl, for docs/frameworks.md) and `PARSER_FORMATS` (log formats
-read per version). Facts: ../shared/reference/prime-rl.md; every key below was checked against
+knob the suite sets, read by rl_config; supporting another prime-rl version is adding a row) and
+`PARSER_FORMATS` (log formats read per version). docs/frameworks.md shows what each workload key
+sets, read off the renders (runners/docs.py). Facts: ../shared/reference/prime-rl.md; every key below was checked against
 the config classes at the pinned commit (runners/schemas/prime_rl-v0.8.0.json).
 
 Launch shape. prime-rl's own `rl` launcher splits one `rl.toml` into per-role configs and, with
@@ -25,6 +25,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,50 +86,6 @@ KEYS: dict[str, dict[str, str | None]] = {
 SCHEMAS = {"0.8.0": "prime_rl-v0.8.0.json"}
 # Fixed at this version: orchestrator.py TARGET_LAG = 1 (batches the orchestrator may run ahead).
 ASYNC_LAG = {"0.8.0": 1}
-
-# (concept, prime-rl key, unit, prime-rl default, caveat) - docs/frameworks.md is generated from it
-SEMANTICS: list[tuple[str, str, str, str, str]] = [
-    ("workload.prompts_per_step", "orchestrator.batch_size", "rollouts", "none (set it or token_batch_size)",
-     "counts rollouts (= prompts x group_size), not prompts; docs/training.md says 'tasks'"),
-    ("workload.group_size", "orchestrator.group_size", "rollouts per prompt", "1",
-     "default 1 gives GRPO zero advantages, so it is always set; renamed from rollouts_per_example"),
-    ("workload.staleness_budget", "orchestrator.max_off_policy_steps", "policy versions", "8",
-     "in-flight rollouts older than this are cancelled when a new policy lands; 0 is accepted but "
-     "does not make training on-policy (the orchestrator still runs 1 batch ahead)"),
-    ("framework.mode", "(none; TARGET_LAG = 1 in orchestrator.py)", "steps", "1",
-     "not configurable since 2026-05-25: no synchronous mode, trainer and inference always overlap"),
-    ("experiment.oversampling", "orchestrator.oversampling_factor", "x batch_size in-flight episodes", "1.0",
-     "caps in-flight episodes at batch_size x factor (max_inflight_episodes); removed after v0.8.0"),
-    ("workload.max_response_len", "orchestrator.train.sampling.max_completion_tokens", "tokens per turn",
-     "none", "per model turn; the workload's all-turn cap is enforced by seq_len (prompt + response)"),
-    ("experiment.trainer.micro_batch_tokens", "seq_len", "tokens", "2048", "packing length of trainer and orchestrator"),
-    ("workload.std_normalize", "orchestrator.algo.type = grpo", "", "grpo",
-     "reward minus group mean, no std normalisation; GSPO/DAPO have no equivalent"),
-    ("workload.kl_coef", "(none)", "", "", "no reference model; trainer.loss.kl_tau penalises "
-     "trainer-vs-inference mismatch instead"),
-    ("workload.mini_batches_per_step", "(none)", "", "1", "one optimizer step per batch; micro-batches "
-     "only accumulate gradients"),
-    ("experiment.filter_zero_advantage", "orchestrator.{pre,post}_batch_filters zero_advantage.enforce", "",
-     "post-batch enforce=true", "pre-batch enforce drops groups before they take a batch slot "
-     "(backfilled); the default post-batch enforce drops them after (no backfill). The suite sets "
-     "pre = experiment.filter_zero_advantage, post = false, gibberish/repetition monitor-only"),
-    ("weight sync path", "weight_broadcast.type", "", "nccl with [inference]",
-     "NCCL broadcast from trainer rank 0; engines pause with requests kept (in-flight updates)"),
-    ("experiment.generator.tp/ep/dp", "inference.parallel.{tp,dp}, inference.enable_expert_parallel", "GPUs",
-     "tp 1, dp auto", "renamed to inference.vllm.* on 2026-08-08 (#3202), after v0.8.0"),
-    ("experiment.trainer.{tp,pp,cp,ep}", "trainer.model.{ep,cp}", "GPUs", "ep auto, cp 1",
-     "FSDP only: no trainer TP (removed 2026-03-26) or PP"),
-    ("environment", "orchestrator.train.source.env.taskset.id", "", "none",
-     "verifiers taskset plugin picked from workload.task (math: math-env-v1 on workload.dataset; swe: "
-     "r2e-gym-v1 on Prime sandboxes, with its own tasks); it must be installed where the job runs"),
-    ("chat renderer", "orchestrator.renderer.name", "", "auto",
-     "a model missing from renderers.MODEL_RENDERER_MAP is refused unless named; the suite names its family's"),
-    ("temperature", "orchestrator.train.sampling.temperature", "", "1.0", "top_p is fixed at 1.0"),
-    ("local metrics", "file_monitor", "", "off at top level",
-     "writes <output_dir>/metrics.jsonl from trainer and orchestrator with no source tag"),
-    ("local metrics", "trainer.wandb.offline, orchestrator.wandb.offline", "", "off",
-     "top-level [wandb] rejects offline (shared mode), so the per-process blocks are used"),
-]  # fmt: skip
 
 # version -> log formats the parser reads (prime_rl_logs.py)
 PARSER_FORMATS: dict[str, list[str]] = {
@@ -734,6 +691,23 @@ class PrimeRLRunner(Runner):
             return []
         lines = [ln.strip() for ln in (res.stderr + res.stdout).splitlines() if ln.strip()]
         return lines[-20:] or [f"prime-rl exited with status {res.returncode}"]
+
+    def native_settings(self, launch: Launch) -> dict[str, str]:
+        """rl.toml as dotted `key -> value` (tables flattened, arrays of tables indexed, values as JSON)."""
+        flat: dict[str, str] = {}
+
+        def walk(d: dict[str, Any], prefix: str) -> None:
+            for k, v in d.items():
+                if isinstance(v, dict) and v:
+                    walk(v, f"{prefix}{k}.")
+                elif _is_aot(v):  # [[orchestrator.train.source]], filters: one key per item
+                    for i, item in enumerate(v):
+                        walk(item, f"{prefix}{k}[{i}].")
+                else:
+                    flat[f"{prefix}{k}"] = json.dumps(v, sort_keys=True)
+
+        walk(tomllib.loads(launch.files["rl.toml"]), "")
+        return flat
 
     def parse(self, log_dir: Path, **options: Any) -> ParseResult:
         """Trace rows from a prime-rl output or log folder (metrics.jsonl, console logs, and

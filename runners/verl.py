@@ -2,8 +2,8 @@
 and verl's own logs -> trace rows (runners/verl_logs.py).
 
 Translation facts come from the verl 0.9.1 wheel (the config YAML ships in it; the tests compose
-every rendered override set against it) and ../shared/reference/verl.md. Every translation decision
-is data in SEMANTICS below; docs/frameworks.md is generated from it.
+every rendered override set against it) and ../shared/reference/verl.md. docs/frameworks.md shows
+what each workload key sets, read off the renders (runners/docs.py).
 """
 
 from __future__ import annotations
@@ -13,92 +13,6 @@ from typing import Any
 
 from runners.base import NOT_INSTALLED, Build, Launch, ParseResult, Process, Runner, enum_value
 from runners.slurm import ray_processes, render_sbatch
-
-# (concept, verl key, unit, default in 0.9.1, caveat). The suite's concept names are the workload /
-# experiment keys of bench/config.py.
-SEMANTICS: list[tuple[str, str, str, str, str]] = [
-    ("workload.prompts_per_step", "data.train_batch_size", "prompts", "1024",
-     "Counts prompts; samples per step = train_batch_size x rollout.n. fully_async sets it to 0 and "
-     "counts rollout.total_rollout_steps in prompts instead."),
-    ("workload.group_size", "actor_rollout_ref.rollout.n", "samples per prompt", "1", ""),
-    ("workload.mini_batches_per_step", "actor_rollout_ref.actor.ppo_mini_batch_size", "prompts", "256",
-     "Counted in PROMPTS (verl multiplies by rollout.n): prompts_per_step / mini_batches_per_step. "
-     "separate_async asserts train_batch_size == parameter_sync_step x ppo_mini_batch_size."),
-    ("workload.mini_batches_per_step", "trainer.v1.separate_async.parameter_sync_step", "optimizer updates per weight sync", "4",
-     "separate_async only; fully_async uses async_training.trigger_parameter_sync_step."),
-    ("workload.max_prompt_len", "data.max_prompt_length", "tokens", "512", "rollout.prompt_length interpolates from it."),
-    ("workload.max_response_len", "data.max_response_length", "tokens", "512", "Over all turns of a multi-turn episode."),
-    ("workload.steps", "trainer.total_training_steps", "trainer steps", "null (epochs)",
-     "fully_async: rollout.total_rollout_steps = steps x prompts_per_step (prompts, not steps)."),
-    ("workload.lr", "actor_rollout_ref.actor.optim.lr", "1", "1e-6", ""),
-    ("workload.kl_coef", "actor_rollout_ref.actor.use_kl_loss / kl_loss_coef", "1", "False / 0.001",
-     "KL as a loss term (GRPO style); 0 switches the loss and the reference model off."),
-    ("workload.temperature", "actor_rollout_ref.rollout.temperature", "1", "1.0", ""),
-    ("workload.std_normalize", "algorithm.norm_adv_by_std_in_grpo", "bool", "True", ""),
-    ("workload.algorithm", "algorithm.adv_estimator", "-", "gae",
-     "grpo/gspo/dapo all use the grpo estimator; gspo sets policy_loss.loss_mode=gspo with "
-     "loss_agg_mode=seq-mean-token-mean; dapo sets clip_ratio_high=0.28."),
-    ("workload.dataset", "data.train_files / data.val_files", "parquet path", "~/data/rlhf/gsm8k/*.parquet",
-     "verl reads parquet rows (prompt, data_source, reward_model.ground_truth); the suite expects them "
-     "under framework.native.data_dir (default {run_dir}/data/<dataset>/)."),
-    ("workload.staleness_budget", "trainer.v1.sampler.max_off_policy_threshold", "policy versions", "8",
-     "V1 async modes; strategy drop. 0 on a disaggregated split renders threshold 0 with strategy wait."),
-    ("workload.staleness_budget", "async_training.staleness_threshold", "fraction of extra samples", "0.1",
-     "fully_async only: a fraction of a sync window, not versions; the suite passes the budget as is "
-     "(threshold s lets about s extra windows of samples be generated ahead)."),
-    ("framework.mode", "trainer.v1.trainer_mode", "-", "sync",
-     "auto: colocated -> sync (colocate_async if partial_rollout); disaggregated -> separate_async. "
-     "Always set explicitly with trainer.use_v1=True: the V1 default changed in 0.9.0."),
-    ("experiment.trainer_gpus", "trainer.nnodes x trainer.n_gpus_per_node", "GPUs", "1 x 8",
-     "A pool is one partial node or whole nodes."),
-    ("experiment.generator_gpus", "actor_rollout_ref.rollout.nnodes x n_gpus_per_node", "GPUs", "0 x trainer",
-     "separate_async; one_step_off/fully_async use top-level rollout.nnodes/n_gpus_per_node."),
-    ("experiment.placement", "actor_rollout_ref.hybrid_engine", "bool", "true",
-     "False for a clean split (otherwise sleeping replicas also sit on trainer GPUs)."),
-    ("weight sync path", "actor_rollout_ref.rollout.checkpoint_engine.backend", "-", "naive",
-     "separate_async requires a non-naive backend: nccl."),
-    ("experiment.trainer.sharding", "model_engine / actor.fsdp_config.strategy", "-", "dp / fsdp",
-     "fsdp -> fsdp2; megatron -> model_engine=megatron (experimental modes: --config-name *_megatron_trainer)."),
-    ("experiment.trainer.{tp,pp,cp,ep}", "actor_rollout_ref.{actor,ref}.megatron.*_parallel_size", "ranks", "1",
-     "Megatron only; FSDP ignores them."),
-    ("experiment.trainer.micro_batch_tokens", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu", "tokens per GPU", "16384",
-     "With use_dynamic_bsz=True; raised to max_prompt_len + max_response_len when smaller (one sequence must fit)."),
-    ("experiment.generator.tp/ep/dp", "actor_rollout_ref.rollout.{tensor_model,expert,data}_parallel_size", "ranks", "2/1/1", ""),
-    ("experiment.generator.max_concurrency", "actor_rollout_ref.rollout.max_num_seqs", "sequences per engine", "256", ""),
-    ("experiment.generator.gpu_memory_utilization", "actor_rollout_ref.rollout.gpu_memory_utilization", "fraction", "0.5", ""),
-    ("experiment.generator.dtype_bytes=1", "actor_rollout_ref.rollout.quantization", "-", "null", "fp8 generation weights."),
-    ("experiment.oversampling", "actor_rollout_ref.rollout.over_sample_rate", "fraction aborted", "0",
-     "verl cuts the tail: aborts the rest once (1-rate) x N requests finished; rate = 1 - 1/oversampling."),
-    ("experiment.filter_zero_advantage", "algorithm.filter_groups.enable / metric", "-", "False / reward",
-     "DAPO dynamic sampling on the reward; max_num_gen_batches is ignored by the V1 replay buffer."),
-    ("resolved config", "hydra.run.dir", "path", "outputs/<date>/<time>",
-     "{run_dir}/logs/hydra, so logs/ holds .hydra/config.yaml (rollout.n, trainer mode) for the parser."),
-    ("local metrics", "trainer.logger + VERL_FILE_LOGGER_PATH", "-", "[console, wandb]",
-     "[console,file,wandb] with WANDB_MODE=offline; the file logger JSONL goes to {run_dir}/logs/. It is "
-     "opened 'wb' (truncated on restart), hence trainer.resume_mode=disable."),
-    # parse side: verl's logged keys -> trace columns (runners/verl_logs.py)
-    ("trace.step_s", "timing_s/step", "seconds", "-", "Whole trainer step as verl times it."),
-    ("trace.wait_s", "timing_s/gen", "seconds", "-",
-     "Per mode: sync/colocate_async = generation on the trainer's own GPUs (counted as the trainer "
-     "waiting for data); separate_async/fully_async = waiting for the rollout pool; one_step_off = "
-     "waiting for the previous async generation (its generation time is timing_s/generate_async)."),
-    ("trace.gen_s", "timing_s/gen | timing_s/generate_async", "seconds", "-",
-     "Null for separate_async and fully_async (generation runs on other GPUs, untimed per step)."),
-    ("trace.logprob_s", "timing_s/old_log_prob + ref + values", "seconds", "-", ""),
-    ("trace.compute_s", "timing_s/update_actor + update_critic", "seconds", "-", "Forward + backward + optimizer."),
-    ("trace.sync_s", "timing_s/update_weights | sync_rollout_weights | timing_s/timing_s/param_sync", "seconds", "-",
-     "Per mode (V1 | one_step_off | fully_async, whose key is double-prefixed)."),
-    ("trace.samples", "perf/total_num_tokens / (prompt_length/mean + response_length/mean)", "samples", "-",
-     "verl logs no sample count; V1 may include DP padding rows in total_num_tokens."),
-    ("trace.prompts", "samples / actor_rollout_ref.rollout.n", "prompts", "-", "n from the dumped config; null without it."),
-    ("trace.discarded_samples", "training/off_policy/evicted_samples + rollout_failure/evicted_samples", "samples", "-",
-     "verl counts prompt GROUPS; multiplied by rollout.n. fully_async: fully_async/count/dropped_stale_samples."),
-    ("trace.filtered_samples", "training/filter_groups/evicted_samples", "samples", "-", "Groups x rollout.n."),
-    ("trace.staleness_mean/max", "training/off_policy/trajectory_staleness/{mean,max}", "policy versions", "-", "V1 only."),
-    ("trace.reward_mean", "critic/score/mean", "1", "-", "Task score before any KL penalty."),
-    ("trace.native_mfu", "perf/mfu/actor", "fraction", "-",
-     "Actor update only, trainer GPUs only, verl's own FLOPs model and peak table (0 for unknown GPUs)."),
-]  # fmt: skip
 
 # Accepted log formats per verl version: what runners/verl_logs.py reads (detected by content).
 PARSER_FORMATS: list[dict[str, str]] = [
@@ -368,7 +282,7 @@ class VerlRunner(Runner):
         return problems
 
     def build(self, cfg: Any, mode: str) -> Build:
-        """Overrides, Ray head/workers + driver argv, and job.sbatch for cfg (see SEMANTICS)."""
+        """Overrides, Ray head/workers + driver argv, and job.sbatch for cfg (see translate)."""
         overrides, notes = translate(cfg, mode)
         lay = layout(cfg, mode)
         module, config_name = ENTRY[mode]
@@ -435,6 +349,11 @@ class VerlRunner(Runner):
         except Exception as e:  # Hydra's composition errors name the offending key
             return [f"{type(e).__name__}: {e}"]
         return []
+
+    def native_settings(self, launch: Launch) -> dict[str, str]:
+        """overrides.txt as `key -> value` (each line is one Hydra override `key=value`)."""
+        lines = launch.files["overrides.txt"].splitlines()
+        return dict(line.split("=", 1) if "=" in line else (line, "") for line in lines)
 
     def parse(self, log_dir: Path, **options: Any) -> ParseResult:
         """verl's file-logger JSONL first, console step lines as fallback (runners/verl_logs.py)."""

@@ -16,7 +16,7 @@ import pytest
 from bench.config import compose
 from bench.trace import read_steps, write_rollouts, write_steps
 from runners.base import load_runner
-from runners.prime_rl import KEYS, SEMANTICS, check_keys, layout, load_schema, toml_dumps
+from runners.prime_rl import KEYS, check_keys, layout, load_schema, toml_dumps
 from tests.runners.stub_job import run_stub_job
 
 GOLDEN = Path(__file__).parent / "golden" / "prime_rl"
@@ -151,16 +151,6 @@ def test_only_async_mode_exists():
     cfg = _cfg("smoke", "framework.mode=sync")
     with pytest.raises(ValueError, match=r"supports \[.async.\]"):
         load_runner(cfg.framework).resolve_mode(cfg)
-
-
-def test_semantics_rows_are_complete():
-    assert all(len(row) == 5 and row[0] and row[1] for row in SEMANTICS)
-    assert {
-        "workload.prompts_per_step",
-        "workload.group_size",
-        "workload.staleness_budget",
-        "framework.mode",
-    } <= {row[0] for row in SEMANTICS}
 
 
 def test_toml_writer_round_trips_and_is_sorted():

@@ -338,18 +338,6 @@ def test_schema_provenance_and_coverage():
     assert schema["megatron"]["--rotary-base"]["type"] == "int"
 
 
-def test_semantics_rows_are_complete():
-    assert all(len(row) == 5 and all(isinstance(c, str) for c in row) for row in slime.SEMANTICS)
-    concepts = [row[0] for row in slime.SEMANTICS]
-    assert len(concepts) == len(set(concepts))
-    assert {
-        "workload.prompts_per_step",
-        "workload.mini_batches_per_step",
-        "workload.kl_coef",
-        "workload.staleness_budget",
-    } <= set(concepts)
-
-
 def test_sbatch_is_valid_bash():
     launch = load_runner(cfg_for("experiment=semianalysis_case4").framework).render_launch(
         cfg_for("experiment=semianalysis_case4")
