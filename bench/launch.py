@@ -140,11 +140,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--wait", action="store_true", help="wait for every job, with a live table")
     ap.add_argument("--timeout", type=float, default=None, help="seconds to wait at most (--wait)")
     args = ap.parse_intermixed_args(argv)  # overrides may come after the flags
+    from hydra.errors import HydraException
+
+    from bench.errors import UsageError
+
     try:
         plans = plan(args.overrides, args.multirun, args.dry_run)
-    except Exception as e:  # Hydra composition errors name the key and the file
-        print(f"config error: {e}", file=sys.stderr)
-        return 2
+    except DispatchError as e:  # a sweep without --multirun
+        raise UsageError(str(e)) from None
+    except HydraException as e:  # an override Hydra's sweep parser cannot read
+        raise UsageError(f"cannot parse the overrides: {str(e).splitlines()[0]}") from None
     problems = list(dict.fromkeys(m for p in plans for m in p.problems))  # cluster problems: once
     if problems:
         print("pre-flight problems (nothing submitted):\n  " + "\n  ".join(problems), file=sys.stderr)
@@ -152,10 +157,28 @@ def main(argv: list[str] | None = None) -> int:
     from bench.submit import submit
 
     runs = submit(plans, dry_run=args.dry_run)
-    if args.dry_run:
-        for r in runs:
-            print(f"# {r.root}\n{(r.launch / 'submit.sbatch').read_text()}")
-        print(f"dry run: {len(runs)} job(s) written, nothing submitted")
+    if args.dry_run:  # the framework's own command (launch/command.json), not submitit's wrapper
+        import json
+
+        for p, r in zip(plans, runs, strict=True):
+            how = "emulated by the job; mode=native runs it" if p.cfg.mode == "emulate" else "run by the job"
+            print(f"# {p.framework}: {r.root} (mode={p.cfg.mode}: the launch below is {how})")
+            if not (r.launch / "command.json").exists():
+                print(f"  no native launch: {p.render_error}")
+                continue
+            cmd = json.loads((r.launch / "command.json").read_text())
+            sbatch = r.launch / "job.sbatch"
+            print(
+                f"  job.sbatch: {sbatch if sbatch.exists() else '(none)'} ({cmd['nodes']} nodes x {cmd['gpus_per_node']} GPUs)"
+            )
+            for proc in cmd["processes"]:
+                env = " ".join(f"{k}={v}" for k, v in proc["env"].items())
+                print(
+                    f"  [{proc['role']} @ node {proc['node_rank']}] {env + ' ' if env else ''}{' '.join(proc['argv'])}"
+                )
+        print(
+            f"dry run: {len(runs)} job(s) written, nothing submitted (submitit's wrapper: launch/submit.sbatch)"
+        )
         return 0
     for r in runs:
         print(r.root)
