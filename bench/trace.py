@@ -1,6 +1,6 @@
 """The trace contract: the run directory, steps.parquet, rollouts.parquet, manifest.json.
 
-Every stage speaks only through these files (../ARCHITECTURE.md, docs/trace.md): runners and
+Every stage speaks only through these files (docs/architecture.md, "The run directory"): runners and
 the emulator write them, metrics and the report read them. Writes are atomic (temporary file
 in the same directory, then rename), so a reader never sees half a file and a crash never
 leaves a truncated one.
