@@ -13,7 +13,6 @@ import argparse
 import datetime as dt
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -166,6 +165,22 @@ def _elapsed(d: dict[str, Any]) -> str:
     return f"{(end - dt.datetime.fromisoformat(start)).total_seconds():.1f}s"
 
 
+def _duration(m: dict[str, Any]) -> str:
+    """How long the run took: the emulated wall time (manifest `wall_s`) for an emulated run,
+    labelled so; the job's own elapsed time otherwise (native: the job is the run)."""
+    if m.get("mode") == "emulated":
+        wall = m.get("wall_s")
+        if not isinstance(wall, int | float):
+            return "-"  # still emulating: the job column shows how long so far
+        h, rest = divmod(int(round(wall)), 3600)
+        return (
+            f"{h}h{rest // 60:02d}m{rest % 60:02d}s emulated"
+            if h
+            else f"{rest // 60}m{rest % 60:02d}s emulated"
+        )
+    return _elapsed(m.get("dispatch", {}))
+
+
 def _last_step(paths: RunPaths) -> str:
     from bench.rundir import steps_traced
 
@@ -174,11 +189,24 @@ def _last_step(paths: RunPaths) -> str:
 
 
 def table(rows: list[tuple[RunPaths, dict[str, Any]]], title: str):
-    """A rich Table: run, framework, status, job state, job id, node list, elapsed, steps, reason."""
+    """A rich Table: run, framework, status, job state, job id, node list, run duration (emulated
+    or measured), the job's own wall time, steps, reason."""
     from rich.table import Table
 
     t = Table(title=title)
-    for col in ("run", "framework", "status", "job state", "job id", "nodes", "elapsed", "steps", "reason"):
+    cols = (
+        "run",
+        "framework",
+        "status",
+        "job state",
+        "job id",
+        "nodes",
+        "duration",
+        "job time",
+        "steps",
+        "reason",
+    )
+    for col in cols:
         t.add_column(col)
     for paths, m in rows:
         d = m.get("dispatch", {})
@@ -189,6 +217,7 @@ def table(rows: list[tuple[RunPaths, dict[str, Any]]], title: str):
             str(d.get("state") or "-"),
             str(d.get("slurm_job_id") or "-"),
             str(d.get("node_list") or "-"),
+            _duration(m),
             _elapsed(d),
             _last_step(paths),
             str(d.get("reason") or ""),
@@ -234,8 +263,15 @@ def status_main(argv: list[str] | None = None) -> int:
         os.environ.update(slurm_env(compose([f"cluster={args.cluster}"]).cluster))
     runs = rundir.run_dirs(base, exp.name)
     if not runs:
-        print(f"{base / exp.name}: no run directories with a manifest.json", file=sys.stderr)
-        return 1
+        from bench.errors import UsageError
+
+        known = (
+            sorted(d.name for d in base.iterdir() if rundir.run_dirs(base, d.name)) if base.is_dir() else []
+        )
+        raise UsageError(
+            f"{base / exp.name}: no run directories with a manifest.json; "
+            + (f"experiments with runs in {base}: {', '.join(known)}" if known else f"{base} holds no runs")
+        )
     from rich.console import Console
 
     console = Console()
