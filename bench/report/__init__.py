@@ -12,7 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-from bench.report.load import ReportError, load
+import pandas as pd
+
+from bench.report.diagnose import diagnose, resources
+from bench.report.load import ReportError, load, resolved_config
 
 __all__ = ["ReportError", "build", "main"]
 
@@ -21,35 +24,109 @@ def build(result_dirs: list[Path | str], out_dir: Path | str, all_runs: bool = F
     """Build the report for every run under `result_dirs` into `out_dir`; return index.html's path.
 
     Writes index.html (self-contained: figures embedded), summary.md, summary.csv and
-    figures/<name>.{png,svg}. Raises ReportError when no run directory is found.
+    figures/<name>.{png,svg}. Runs without metrics.json (dry-run, planned, failed at launch) are
+    listed apart, never as empty rows. Raises ReportError when no run directory is found.
     """
     from bench.report import figures, render
+    from bench.report.findings import findings
     from bench.report.pool import fork_map
     from bench.report.series import load_series
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    runs, summary = load(result_dirs, all_runs=all_runs)
+    every, full = load(result_dirs, all_runs=all_runs)
+    ran = [i for i, r in enumerate(every) if r.metrics]
+    runs = [every[i] for i in ran]
+    not_ran = [r for r in every if not r.metrics]
+    summary = full.iloc[ran].reset_index(drop=True)
     series = fork_map(load_series, runs)
-    figs = figures.render_all(runs, series, summary, out)
-    csv = summary.assign(missing=["; ".join(f"{k}: {v}" for k, v in sorted(r.missing.items())) for r in runs])
+    summary = _with_evidence(summary, series)
+    verdicts = [
+        diagnose(_numbers(summary, i), resources(resolved_config(r.manifest))) for i, r in enumerate(runs)
+    ]
+    ledgers = [_ledger(summary, i, s) for i, s in enumerate(series)]
+    figs = figures.render_all(runs, series, summary, out) if runs else []
+    csv = full.merge(summary[["path", *EVIDENCE_KEYS]], on="path", how="left")
+    verdict_of = {summary.at[i, "path"]: v.label for i, v in enumerate(verdicts)}
+    csv["verdict"] = [verdict_of.get(p, "did not run") for p in csv["path"]]
+    csv["missing"] = ["; ".join(f"{k}: {v}" for k, v in sorted(r.missing.items())) for r in every]
     csv.to_csv(out / "summary.csv", index=False)
-    experiments = sorted({e for e in summary["experiment"] if e})
+    experiments = sorted({e for e in full["experiment"] if e})
     context = {
         "title": ", ".join(experiments) or "runs",
         "generated": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "runs": runs,
-        "table": render.table(runs, summary),
-        "findings": render.findings(runs, summary),
+        "verdicts": [
+            {"run": render.table(runs, summary, verdicts)["rows"][i], "v": v} for i, v in enumerate(verdicts)
+        ],
+        "table": render.table(runs, summary, verdicts),
+        "full": render.full_table(runs, summary),
+        "findings": findings(runs, summary, not_ran),
+        "sweep": _sweep_text(summary),
         "figures": figs,
-        "details": render.run_details(runs, series),
+        "details": render.run_details(runs, series, summary, verdicts, ledgers),
+        "not_ran": render.did_not_run(not_ran),
     }
     html, _ = render.write(out, context)
-    if summary.attrs.get("superseded"):
+    if full.attrs.get("superseded"):
         print(
-            f"report: left out {len(summary.attrs['superseded'])} older run(s) of the same points (--all-runs)"
+            f"report: left out {len(full.attrs['superseded'])} older run(s) of the same points (--all-runs)"
         )
     return html
+
+
+EVIDENCE_KEYS = ["generator_idle_frac", "sync_share", "trained_response_tokens"]
+DIAGNOSIS_EXTRA = ["tail_ratio", "truncated_frac", "scoring_share", "stale_drop_frac"]
+
+
+def _with_evidence(summary, series):
+    """The summary plus the report's trace columns (bench.report.evidence), NaN when unknown."""
+    cols = {
+        k: [s.evidence.get(k) for s in series]
+        for k in ("generator_idle_frac", "sync_share", *DIAGNOSIS_EXTRA)
+    }
+    cols["trained_response_tokens"] = [s.trained_response_tokens for s in series]
+    return summary.assign(**{k: pd.Series(v, dtype="float64") for k, v in cols.items()})
+
+
+def _numbers(summary, i: int) -> dict:
+    """One row of the summary as {metric: float or None} for bench.report.diagnose."""
+    row = summary.iloc[i]
+    return {k: (None if pd.isna(v) else float(v)) for k, v in row.items() if isinstance(v, float | int)}
+
+
+def _ledger(summary, i: int, s):
+    from bench.report.evidence import ledger
+
+    row = _numbers(summary, i)
+    return ledger(
+        s.fates,
+        s.trained_response_tokens,
+        s.generated_tokens,
+        row.get("gpu_hours"),
+        row.get("usd_per_gpu_hour"),
+    )
+
+
+def _sweep_text(summary) -> list[str]:
+    """Per framework of a sweep: where production reaches consumption and the recommended point."""
+    from bench.report.figures import sweep_key
+    from bench.report.sweep import crossing, points, recommend
+
+    df = summary.dropna(subset=["sweep_value"])
+    df = df[df.groupby("framework")["sweep_value"].transform("nunique") >= 2]
+    out = []
+    for fw, g in df.groupby("framework"):
+        key, pts = sweep_key(summary), points(g)
+        x = crossing(pts)
+        rec = recommend(pts, key)
+        where = (
+            f"production reaches consumption at {key}≈{x:.3g}"
+            if x is not None
+            else "production never reaches consumption"
+        )
+        out.append(f"{fw}: {where}. Recommended: {rec.reason}." if rec else f"{fw}: {where}.")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import io
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,8 +23,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.collections import LineCollection  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from bench.report.load import MATCH_TOLERANCE, Run, matching_point  # noqa: E402
+from bench.report.load import MATCH_TOLERANCE, Run  # noqa: E402
 from bench.report.pool import fork_map  # noqa: E402
 from bench.report.series import BREAKDOWN, Series  # noqa: E402
 
@@ -45,6 +47,7 @@ class Figure:
     png_b64: str = ""  # embedded in index.html
     files: list[str] = field(default_factory=list)  # PNG and SVG beside it
     omitted: str = ""  # reason, when not drawn
+    more: bool = False  # under "More figures": the headline shows at most eight
 
 
 @dataclass
@@ -123,29 +126,42 @@ def _bars_font(n: int) -> float:
     return max(4.0, min(8.0, 260.0 / max(n, 1)))
 
 
+def _int_steps(*axes: plt.Axes) -> None:
+    """Trainer steps are whole numbers: no 2.5 ticks."""
+    for ax in axes:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def fig_queue_health(ctx: Ctx) -> plt.Figure:
     has_depth = any(
         s.production is not None and s.production["queue_depth"].notna().any() for s in ctx.series
     )
-    fig, axes = plt.subplots(1, 2 if has_depth else 1, figsize=(11 if has_depth else 7, 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, 2 if has_depth else 1, figsize=(12 if has_depth else 7, 3.8), squeeze=False)
     ax = axes[0, 0]
-    # One legend entry per run (solid line); the title explains the dashes.
-    n = _lines(ax, ctx, "t_end_s", "consumption_per_s")
-    produced = []
-    for run, s in ctx.pairs():
-        if s.production is not None:
-            produced.append((run, s.production[["t_s", "production_per_s"]]))
-        elif s.steps is not None:
-            produced.append((run, s.steps[["t_end_s", "production_per_s"]]))
-    n += _draw_runs(ax, ctx, produced, "--", legend=False)
+    # The table's words: production (solid, legend) = trained samples / step wall time;
+    # consumption (dashed) = trained samples / trainer compute time; the generators' finished
+    # rollouts (dotted) include those discarded or filtered later.
+    n = _lines(ax, ctx, "t_end_s", "production_per_s")
+    n += _draw_runs(
+        ax,
+        ctx,
+        [(r, s.steps[["t_end_s", "consumption_per_s"]]) for r, s in ctx.pairs() if s.steps is not None],
+        "--",
+        legend=False,
+    )
+    finished = [
+        (r, s.production[["t_s", "finished_per_s"]]) for r, s in ctx.pairs() if s.production is not None
+    ]
+    _draw_runs(ax, ctx, finished, ":", legend=False)
     if n == 0:
         plt.close(fig)
         raise Omitted("no run has step times and sample counts (steps.parquet t_end_s, step_s, samples)")
     ax.set(
         xlabel="wall time (s)",
-        ylabel="samples / s (wall clock)",
-        title="production (dashed) vs consumption (solid)",
+        ylabel="samples / s",
+        title="production (solid) · consumption (dashed) · finished rollouts (dotted)",
     )
+    ax.title.set_fontsize(8)
     _legend(ax, ctx)
     if has_depth:
         ax2 = axes[0, 1]
@@ -153,12 +169,26 @@ def fig_queue_health(ctx: Ctx) -> plt.Figure:
             (r, s.production[["t_s", "queue_depth"]]) for r, s in ctx.pairs() if s.production is not None
         ]
         _draw_runs(ax2, ctx, depth)
-        ax2.set(xlabel="wall time (s)", ylabel="rollouts waiting", title="queue depth")
+        for r, s in ctx.pairs():
+            if s.production is not None and s.batch_samples and len(ctx.runs) <= LEGEND_MAX:
+                ax2.axhline(s.batch_samples, color=ctx.colors[r.label], ls=":", lw=0.9)
+        ax2.set(
+            xlabel="wall time (s)",
+            ylabel="rollouts finished, not yet trained",
+            title="queue depth (dotted: batch size)",
+        )
         _legend(ax2, ctx)
     ctx.caption = (
-        "Consumption: samples trained per step ÷ step wall time. Production: finished rollouts per second "
-        "(rollouts.parquet), or (samples + filtered + discarded) ÷ step time where no rollout trace exists."
-        + ("" if has_depth else " Queue depth omitted: no run has rollouts.parquet with finish times.")
+        "Production: trained samples ÷ step wall time; consumption: trained samples ÷ trainer compute time "
+        "(log-prob + forward/backward/optimizer) — the table's two columns, per step. Finished rollouts: "
+        "rollouts.parquet completions of any fate, so they exceed production by the discarded and filtered share. "
+        + (
+            "Queue depth counts trained rollouts that finished and wait for the step that takes them; a step "
+            "starts once a whole batch (dotted line) is in, so a depth below the batch size means the batch is "
+            "still filling and the trainer idles. It falls to 0 when generation ends."
+            if has_depth
+            else "Queue depth omitted: no run has rollouts.parquet with finish times."
+        )
     )
     return fig
 
@@ -203,6 +233,7 @@ def fig_idle(ctx: Ctx) -> plt.Figure:
         ylim=(0, 1.02),
     )
     a2.set(xlabel="trainer step", title="generator idle (1 − gen_s ÷ step_s)")
+    _int_steps(a1, a2)
     _legend(a1, ctx)
     _legend(a2, ctx)
     ctx.caption = "" if n2 else "Generator idle not drawn: no run reports gen_s."
@@ -237,14 +268,48 @@ def fig_staleness(ctx: Ctx) -> plt.Figure:
 def fig_waste(ctx: Ctx) -> plt.Figure:
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.6))
     n1 = _lines(a1, ctx, "step", "discarded_samples")
-    n2 = _lines(a2, ctx, "step", "filtered_samples")
+    n1 += _draw_runs(
+        a1,
+        ctx,
+        [(r, s.steps[["step", "filtered_samples"]]) for r, s in ctx.pairs() if s.steps is not None],
+        "--",
+        legend=False,
+    )
+    pct = [
+        (r, s.steps[["step", "zero_advantage"]].assign(zero_advantage=s.steps["zero_advantage"] * 100))
+        for r, s in ctx.pairs()
+        if s.steps is not None
+    ]
+    n2 = _draw_runs(a2, ctx, pct)
     if n1 + n2 == 0:
         plt.close(fig)
-        raise Omitted("no run reports discarded_samples or filtered_samples in steps.parquet")
-    a1.set(xlabel="trainer step", ylabel="rollouts", title="discarded (oversampling / staleness)")
-    a2.set(xlabel="trainer step", ylabel="rollouts", title="filtered (zero-advantage groups)")
+        raise Omitted(
+            "no run reports discarded_samples, filtered_samples or solve_all/none_frac in steps.parquet"
+        )
+    a1.set(
+        xlabel="trainer step",
+        ylabel="rollouts per step",
+        title="discarded (solid) · filtered zero-advantage (dashed)",
+    )
+    a2.set(xlabel="trainer step", ylabel="% of groups", title="zero-advantage groups (all pass or all fail)")
+    if n2 == 0:
+        a2.text(
+            0.5,
+            0.5,
+            "no run reports solve_all_frac / solve_none_frac",
+            ha="center",
+            va="center",
+            transform=a2.transAxes,
+        )
+    _int_steps(a1, a2)
     _legend(a1, ctx)
     _legend(a2, ctx)
+    ctx.caption = (
+        "Discarded: rollouts dropped by oversampling or staleness; filtered: zero-advantage groups dropped "
+        "before training (0 when the run does not filter). Right: share of groups with zero advantage "
+        "(solve_all_frac + solve_none_frac) — trained or filtered, they carry no gradient; its window mean "
+        "is the table's zero-advantage column."
+    )
     return fig
 
 
@@ -256,6 +321,7 @@ def fig_response_length(ctx: Ctx) -> plt.Figure:
     ax.set(
         xlabel="trainer step", ylabel="tokens per trained sample", title="response length (the moving target)"
     )
+    _int_steps(ax)
     _legend(ax, ctx)
     return fig
 
@@ -280,34 +346,70 @@ def fig_cost(ctx: Ctx) -> plt.Figure:
     return fig
 
 
+def sweep_key(summary: pd.DataFrame) -> str:
+    """The first swept key's short name ('generator_gpus'), from the summary's sweep labels."""
+    return summary["sweep"].iloc[0].split(",")[0].split("=")[0]
+
+
+def _band(
+    ax: plt.Axes, pts: pd.DataFrame, col: str, scale: float, color, ls: str = "-", label: str = ""
+) -> None:
+    """Mean line over the swept value with the seed band (min-max over seeds) shaded."""
+    x = pts["sweep_value"].to_numpy()
+    ax.plot(x, pts[col].to_numpy() * scale, color=color, ls=ls, marker="o", ms=3, label=label)
+    if (pts["n_runs"] > 1).any():
+        ax.fill_between(x, pts[f"{col}_min"] * scale, pts[f"{col}_max"] * scale, color=color, alpha=0.2, lw=0)
+
+
 def fig_sweep(ctx: Ctx) -> plt.Figure:
+    from bench.report.sweep import crossing, points, recommend
+
     df = ctx.summary.dropna(subset=["sweep_value"])
     df = df[df.groupby("framework")["sweep_value"].transform("nunique") >= 2]
     if df.empty:
         raise Omitted("not a sweep: no framework has runs at two or more values of a numeric swept key")
-    key = ctx.summary["sweep"].iloc[0].split(",")[0].split("=")[0]
+    key = sweep_key(ctx.summary)
     panels = [
-        ("trainer_idle_frac", "trainer idle", 100),
+        ("trainer_idle_frac", "trainer idle (%)", 100),
         ("staleness_mean", "staleness mean (versions)", 1),
-        ("cost_per_mtok_usd", "$ / M tokens", 1),
+        ("cost_per_mtok_usd", "$ / M trained tokens", 1),
     ]
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
-    for ax, (col, name, scale) in zip(axes, panels, strict=True):
-        d = df.assign(v=df[col] * scale).dropna(subset=["v"])
-        if d.empty:
-            ax.text(0.5, 0.5, f"{col}: not reported", ha="center", va="center", transform=ax.transAxes)
-        else:
-            sns.lineplot(data=d, x="sweep_value", y="v", hue="framework", marker="o", ax=ax, estimator=None)
-            for _, g in d.groupby("framework"):
-                i = matching_point(g)
-                if i is not None:
+    fig, axes = plt.subplots(1, 4, figsize=(15, 3.8))
+    pal = sns.color_palette("tab10")
+    notes = []
+    for k, (fw, g) in enumerate(df.groupby("framework")):
+        pts, color = points(g), pal[k % 10]
+        _band(axes[0], pts, "production_samples_per_s", 1, color, "-", f"{fw} production")
+        _band(axes[0], pts, "consumption_samples_per_s", 1, color, "--", f"{fw} consumption")
+        x = crossing(pts)
+        if x is not None:
+            axes[0].axvline(x, color=color, ls=":", lw=1)
+            notes.append(f"{fw}: production reaches consumption at {key}≈{x:.3g}")
+        rec = recommend(pts, key)
+        for ax, (col, _, scale) in zip(axes[1:], panels, strict=True):
+            if pts[col].notna().any():
+                _band(ax, pts.dropna(subset=[col]), col, scale, color, label=fw)
+            if rec is not None:
+                row = pts[pts["sweep_value"] == rec.sweep_value]
+                if len(row) and row[col].notna().all():
                     ax.scatter(
-                        g.loc[i, "sweep_value"], g.loc[i, "v"], s=160, marker="*", color="black", zorder=5
+                        rec.sweep_value, row[col].iloc[0] * scale, s=150, marker="*", color="black", zorder=5
                     )
-        ax.set(xlabel=key, ylabel=name + (" (%)" if scale == 100 else ""), title=name)
+    axes[0].set(xlabel=key, ylabel="samples / s", title="production (solid) vs consumption (dashed)")
+    axes[0].legend(fontsize=6, loc="best")
+    for ax, (col, name, _) in zip(axes[1:], panels, strict=True):
+        ax.set(xlabel=key, ylabel=name, title=name)
+        if not ax.lines:
+            ax.text(0.5, 0.5, f"{col}: not reported", ha="center", va="center", transform=ax.transAxes)
     ctx.caption = (
-        f"Swept key: {key}. ★ marks each framework's throughput-matching point: production ÷ "
-        f"consumption closest to 1 (within {MATCH_TOLERANCE} in log), then the lowest $ / M tokens."
+        f"Swept key: {key}. Dotted vertical line: where production reaches consumption "
+        f"(ratio ≥ {math.exp(-MATCH_TOLERANCE):.2f}, interpolated). ★: recommended point (lowest $ / M trained "
+        "tokens; the findings give the reason). Shaded: seed band (min–max of runs at one value). "
+        + (
+            "; ".join(notes) + "."
+            if notes
+            else "No framework's production reaches its consumption in this sweep."
+        )
     )
     return fig
 
@@ -340,11 +442,12 @@ FIGURES: list[tuple[str, str, Callable[[Ctx], plt.Figure]]] = [
     ("waste", "Discarded and filtered rollouts per step", fig_waste),
     ("response_length", "Response length over steps", fig_response_length),
     ("cost", "Cost per million tokens", fig_cost),
-    ("sweep", "Throughput-matching curve", fig_sweep),
+    ("sweep", "Sweep: production vs consumption, idle, staleness, cost", fig_sweep),
     ("gpu", "GPU utilisation and energy", fig_gpu),
 ]
 
 
+MORE = {"response_length"}  # drawn, but folded under "More figures"
 PER_RUN_COLOURS = {"queue_health", "idle", "waste", "response_length", "gpu"}  # one line per run
 
 
@@ -357,11 +460,13 @@ def _draw(job: tuple[Ctx, Path, int]) -> Figure:
     try:
         fig = fn(ctx)
     except Omitted as e:
-        return Figure(name, tagged, omitted=str(e))
+        return Figure(name, tagged, omitted=str(e), more=name in MORE)
     except Exception as e:  # one unexpected trace shape must not cost the whole report
         plt.close("all")
         print(f"report: figure {name!r} failed: {type(e).__name__}: {e}", file=sys.stderr)
-        return Figure(name, tagged, omitted=f"could not be drawn ({type(e).__name__}: {e})")
+        return Figure(
+            name, tagged, omitted=f"could not be drawn ({type(e).__name__}: {e})", more=name in MORE
+        )
     if name in PER_RUN_COLOURS and len(ctx.runs) > LEGEND_MAX:
         ctx.caption += (
             f" {len(ctx.runs)} runs, so no legend: line colours run from dark (first row of the summary "
@@ -375,7 +480,8 @@ def _draw(job: tuple[Ctx, Path, int]) -> Figure:
     fig.savefig(fig_dir / f"{name}.svg", format="svg")
     plt.close(fig)
     png = base64.b64encode(buf.getvalue()).decode("ascii")
-    return Figure(name, tagged, ctx.caption, png, [f"figures/{name}.png", f"figures/{name}.svg"])
+    files = [f"figures/{name}.png", f"figures/{name}.svg"]
+    return Figure(name, tagged, ctx.caption, png, files, more=name in MORE)
 
 
 def render_all(runs: list[Run], series: list[Series], summary: pd.DataFrame, out_dir: Path) -> list[Figure]:

@@ -9,7 +9,6 @@ so the table shows "not reported" with the reason, never 0.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,7 @@ class Column:
 # `tinker_ratio`, which the report derives from two metrics of the same run when metrics.json
 # lacks them.
 METRIC_COLUMNS: list[Column] = [
-    Column("trajectories_per_s", "Trajectories/s", "1/s", "higher"),
+    Column("trajectories_per_s", "Trajectories/s", "samples/s", "higher"),
     # Production alone is not ranked: producing faster than the trainer consumes only ages
     # samples in the queue. The ratio column ranks the match instead.
     Column("production_samples_per_s", "Production", "samples/s", None),
@@ -59,19 +58,29 @@ METRIC_COLUMNS: list[Column] = [
     Column("zero_advantage_frac", "Zero-advantage waste", "%", "lower", 100.0, 1),
     Column("staleness_mean", "Staleness mean", "versions", "lower"),
     Column("staleness_max", "Staleness max", "versions", "lower", 1.0, 0),
-    Column("trained_tokens", "Trained tokens", "tokens", None, 1.0, 0),
-    Column("generated_tokens", "Generated tokens", "tokens", None, 1.0, 0),
+    Column("token_waste", "Token waste", "% of generated", "lower", 100.0, 1),
+    # Trained tokens count prompt + response of trained samples (so they can exceed generated
+    # response tokens, as in slime's smoke run); the response-only count is a report column.
+    Column("trained_tokens", "Trained tokens (prompt + response)", "tokens", None, 1.0, 0),
+    Column("generated_tokens", "Generated response tokens", "tokens", None, 1.0, 0),
     Column("gpu_hours", "GPU-hours", "GPU·h", "lower", 1.0, 2),
-    Column("cost_per_mtok_usd", "$ / M tokens", "USD", "lower", 1.0, 3),
-    Column("tinker_equiv_per_mtok_usd", "Tinker $ / M tokens", "USD", None, 1.0, 3),
+    Column("cost_per_mtok_usd", "$ / M trained tokens", "USD", "lower", 1.0, 3),
+    Column("tinker_equiv_per_mtok_usd", "Tinker $ / M trained tokens", "USD", None, 1.0, 3),
     # bench.metrics's definition: own $/M tokens over Tinker's (< 1: own hardware is cheaper).
     Column("tinker_ratio", "Own cost ÷ Tinker", "×", "lower", 1.0, 2),
+]
+
+# Columns the report computes from the trace (bench.report.evidence), not in metrics.json.
+REPORT_COLUMNS: list[Column] = [
+    Column("generator_idle_frac", "Generator idle", "%", None, 100.0, 1),
+    Column("sync_share", "Weight sync share of step", "%", None, 100.0, 1),
+    Column("trained_response_tokens", "Trained response tokens", "tokens", None, 1.0, 0),
 ]
 
 DERIVED_KEYS = ["prod_cons_ratio", "tinker_ratio"]
 # Every metrics.json number the CSV carries: bench.metrics's own list (the ratios are re-derived).
 METRIC_KEYS = [k for k in metrics_module.METRIC_KEYS if k not in DERIVED_KEYS]
-MATCH_TOLERANCE = 0.05  # |log(production / consumption)| within this of the best counts as matched
+MATCH_TOLERANCE = 0.05  # |log(production / consumption)| within this counts as production meeting consumption
 
 # Identity columns of the summary, with their dtypes; then one float64 per metric.
 ID_COLUMNS: dict[str, str] = {
@@ -288,26 +297,6 @@ def summarize(runs: list[Run]) -> pd.DataFrame:
     return df
 
 
-def matching_point(group: pd.DataFrame) -> Any:
-    """Index of a framework's throughput-matching run in a sweep, or None.
-
-    Production closest to consumption (smallest |log(production / consumption)|); among runs
-    within MATCH_TOLERANCE of that, the cheapest ($/M tokens), else the least stale. Delivered
-    production cannot exceed consumption, so every over-provisioned run matches: the
-    tie-break picks the one that wastes least.
-    """
-    g = group.dropna(subset=["prod_cons_ratio"])
-    g = g[g["prod_cons_ratio"] > 0]
-    if g.empty:
-        return None
-    dist = g["prod_cons_ratio"].map(lambda v: abs(math.log(v)))
-    near = g[dist <= dist.min() + MATCH_TOLERANCE]
-    for key in ("cost_per_mtok_usd", "staleness_mean"):
-        if near[key].notna().any():
-            return near[key].idxmin()
-    return dist.idxmin()
-
-
 def check_schema(df: pd.DataFrame) -> None:
     """Assert the summary has exactly the declared columns and dtypes (a drift fails loudly)."""
     got = {c: str(t) for c, t in df.dtypes.items()}
@@ -318,7 +307,7 @@ def check_schema(df: pd.DataFrame) -> None:
 
 
 def latest_per_point(runs: list[Run]) -> tuple[list[Run], list[Run]]:
-    """Per (framework, workload configuration): the newest completed run, plus any failed or
+    """Per (framework, mode, workload configuration): the newest completed run, plus any failed or
     partial runs newer than it (their reasons belong in the report). Returns (kept, superseded).
 
     Re-running an experiment adds run directories and never overwrites old ones; the report
@@ -328,8 +317,11 @@ def latest_per_point(runs: list[Run]) -> tuple[list[Run], list[Run]]:
     def point(r: Run) -> str:
         flat = _flatten(resolved_config(r.manifest))
         cfg = {k: v for k, v in flat.items() if not k.startswith(_NOT_SWEPT)}
+        # Mode is part of the point: a measured run is never superseded by an emulated one.
         return json.dumps(
-            [r.manifest["framework"], _explicit_sweep(r.manifest), cfg], sort_keys=True, default=str
+            [r.manifest["framework"], r.manifest["mode"], _explicit_sweep(r.manifest), cfg],
+            sort_keys=True,
+            default=str,
         )
 
     kept: list[Run] = []

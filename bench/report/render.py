@@ -7,7 +7,6 @@ Everything a log or config contributes is text passed to templates with autoesca
 from __future__ import annotations
 
 import json
-import math
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -15,20 +14,22 @@ from typing import Any
 import jinja2
 import pandas as pd
 
+from bench.report.diagnose import Verdict
+from bench.report.evidence import LedgerRow
+from bench.report.findings import leader_rows
 from bench.report.load import (
     METRIC_COLUMNS,
+    REPORT_COLUMNS,
     Column,
     Run,
     dispatch,
     failure_reason,
-    matching_point,
     resolved_config,
 )
 from bench.report.series import Series
 
 NOT_REPORTED = "not reported"
 LAUNCH_FILE_MAX = 20_000  # characters of one launch file shown in the report; the rest is cut
-FINDING_NAMES = 3  # runs named in one finding; more ties are counted, not listed
 MODE_BADGE = {"native": "measured", "emulated": "emulated"}
 
 
@@ -45,108 +46,85 @@ def fmt(value: float, col: Column) -> str:
     return f"{v:,.{col.digits}f}"
 
 
-def best_rows(df: pd.DataFrame, col: Column) -> set[int]:
-    """Row positions holding the column's best value (ties all marked); empty when the column is
-    unranked, has fewer than two values, or all values are equal (nothing to single out)."""
-    s = df[col.key].astype(float)
-    s = s[s.notna()]
-    if col.better is None or s.nunique() < 2:
-        return set()
-    if col.better == "higher":
-        target = s.max()
-        return {i for i, v in s.items() if v == target}
-    if col.better == "lower":
-        target = s.min()
-        return {i for i, v in s.items() if v == target}
-    dist = s.map(lambda v: abs(math.log(v)) if v > 0 else math.inf)  # "one": closest to 1
-    return {i for i, v in dist.items() if v == dist.min()}
+# The headline table: the verdict and at most eight figures a reader needs first; every other
+# column is in the run's details and in summary.csv.
+HEADLINE_KEYS = [
+    "trajectories_per_s",
+    "trainer_idle_frac",
+    "generator_idle_frac",
+    "mfu",
+    "token_waste",
+    "staleness_mean",
+    "cost_per_mtok_usd",
+    "gpu_hours",
+]
+ALL_COLUMNS = {c.key: c for c in METRIC_COLUMNS + REPORT_COLUMNS}
 
 
-def table(runs: list[Run], df: pd.DataFrame) -> dict[str, Any]:
-    """Header and cells of the summary table: value, badge, best flag, or the reason it is missing."""
-    best = {c.key: best_rows(df, c) for c in METRIC_COLUMNS}
+def _cell(run: Run, df: pd.DataFrame, i: int, c: Column, lead: set[int]) -> dict[str, Any]:
+    v = df.at[i, c.key] if c.key in df else float("nan")
+    if pd.isna(v):
+        reason = run.missing.get(c.key, "not in the trace")
+        return {"text": NOT_REPORTED, "reason": reason, "missing": True, "badge": "", "best": False}
+    return {
+        "text": fmt(float(v), c),
+        "reason": "",
+        "missing": False,
+        "badge": badge(str(df.at[i, "mode"])),
+        "best": i in lead,
+    }
+
+
+def table(runs: list[Run], df: pd.DataFrame, verdicts: list[Verdict] | None = None) -> dict[str, Any]:
+    """The headline table: per run the verdict and HEADLINE_KEYS cells (value, badge, a lead mark
+    only when the lead exceeds the noise, or the reason a value is missing)."""
+    cols = [ALL_COLUMNS[k] for k in HEADLINE_KEYS]
+    lead = {c.key: leader_rows(df, c) for c in cols}
     rows = []
     for i, run in enumerate(runs):
-        mode = str(df.at[i, "mode"])
-        cells = []
-        for c in METRIC_COLUMNS:
-            v = df.at[i, c.key]
-            if pd.isna(v):
-                reason = run.missing.get(c.key, "not in metrics.json")
-                cells.append(
-                    {"text": NOT_REPORTED, "reason": reason, "missing": True, "badge": "", "best": False}
-                )
-            else:
-                cells.append(
-                    {
-                        "text": fmt(float(v), c),
-                        "reason": "",
-                        "missing": False,
-                        "badge": badge(mode),
-                        "best": i in best[c.key],
-                    }
-                )
+        v = verdicts[i] if verdicts else None
         rows.append(
             {
                 "run_id": df.at[i, "run_id"],
                 "framework": df.at[i, "framework"],
                 "sweep": df.at[i, "sweep"],
-                "mode": badge(mode),
+                "mode": badge(str(df.at[i, "mode"])),
                 "status": df.at[i, "status"],
-                "cells": cells,
+                "verdict": v.label if v else "",
+                "cells": [_cell(run, df, i, c, lead[c.key]) for c in cols],
                 "anchor": f"run-{i}",
             }
         )
     better = {"higher": "↑ higher is better", "lower": "↓ lower is better", "one": "closest to 1 is best"}
     header = [
-        {"label": c.label, "unit": c.unit, "better": better.get(c.better or "", "not ranked")}
-        for c in METRIC_COLUMNS
+        {"label": c.label, "unit": c.unit, "better": better.get(c.better or "", "not ranked")} for c in cols
     ]
     return {"header": header, "rows": rows, "has_sweep": bool(df["sweep"].str.len().gt(0).any())}
 
 
-def findings(runs: list[Run], df: pd.DataFrame) -> list[str]:
-    """A few plain sentences: leaders on the ranked headline columns, failed runs, sweep matches."""
+def full_table(runs: list[Run], df: pd.DataFrame) -> dict[str, Any]:
+    """Every column (metrics.json and the report's), for summary.md's "All metrics" table."""
+    cols = METRIC_COLUMNS + REPORT_COLUMNS
+    rows = [
+        {
+            "run_id": df.at[i, "run_id"],
+            "framework": df.at[i, "framework"],
+            "sweep": df.at[i, "sweep"],
+            "anchor": f"all-{i}",
+            "cells": [_cell(r, df, i, c, set()) for c in cols],
+        }
+        for i, r in enumerate(runs)
+    ]
+    return {"header": [{"label": c.label, "unit": c.unit} for c in cols], "rows": rows}
+
+
+def all_metrics(run: Run, df: pd.DataFrame, i: int) -> list[dict[str, Any]]:
+    """Every metric of one run (metrics.json and the report's trace columns) for its details."""
     out = []
-    cols = {c.key: c for c in METRIC_COLUMNS}
-    for key in ("trajectories_per_s", "trainer_idle_frac", "mfu", "staleness_mean", "cost_per_mtok_usd"):
-        c, rows = cols[key], sorted(best_rows(df, cols[key]))
-        if rows:
-            names = [
-                f"{df.at[i, 'framework']}{' ' + df.at[i, 'sweep'] if df.at[i, 'sweep'] else ''}"
-                f" ({badge(str(df.at[i, 'mode']))})"
-                for i in rows
-            ]
-            who = ", ".join(names[:FINDING_NAMES])
-            if len(names) > FINDING_NAMES:
-                who += f" and {len(names) - FINDING_NAMES} more runs tied"
-            word = {"higher": "Highest", "lower": "Lowest"}[c.better]
-            out.append(
-                f"{word} {_lower_first(c.label)}: {who} at {fmt(float(df.at[rows[0], key]), c)} {c.unit}".rstrip()
-            )
-    for i, r in enumerate(runs):
-        if r.manifest["status"] != "completed":
-            why = failure_reason(r.manifest) or "no reason recorded"
-            out.append(f"Run {df.at[i, 'run_id']} ({df.at[i, 'framework']}) is {r.manifest['status']}: {why}")
-    sw = df.dropna(subset=["sweep_value"])
-    for fw, g in sw.groupby("framework"):
-        j = matching_point(g) if g["sweep_value"].nunique() >= 2 else None
-        if j is not None:
-            out.append(
-                f"{fw}: production matches consumption best at {g.at[j, 'sweep']} "
-                f"(production ÷ consumption {g.at[j, 'prod_cons_ratio']:.2f}, {badge(str(g.at[j, 'mode']))})"
-            )
-    n_missing = sum(df[c.key].isna().sum() for c in METRIC_COLUMNS)
-    if n_missing:
-        out.append(f"{n_missing} table cells are not reported; each names its reason.")
-    modes = sorted({badge(m) for m in df["mode"]})
-    out.append("Numbers are " + " and ".join(modes) + "; every cell carries its badge.")
+    for c in METRIC_COLUMNS + REPORT_COLUMNS:
+        cell = _cell(run, df, i, c, set())
+        out.append({"label": c.label, "unit": c.unit, **cell})
     return out
-
-
-def _lower_first(label: str) -> str:
-    """'Trainer idle' -> 'trainer idle' inside a sentence; acronyms ('MFU (suite)') stay."""
-    return label if label[:2].isupper() else label[:1].lower() + label[1:]
 
 
 def _launch_files(run: Run) -> list[dict[str, str]]:
@@ -173,8 +151,57 @@ def _warnings(run: Run, series: Series) -> list[str]:
     return out + [f"report: {w}" for w in series.warnings]
 
 
-def run_details(runs: list[Run], series: list[Series]) -> list[dict[str, Any]]:
-    """Per run: workload, launch files, versions, cluster, nodes, job ids, status, window, warnings."""
+def ledger_rows(rows: list[LedgerRow]) -> list[dict[str, str]]:
+    """Waste-ledger rows as display strings (tokens, share, GPU-hours, dollars)."""
+
+    def num(v: float | None, spec: str) -> str:
+        return NOT_REPORTED if v is None else format(v, spec)
+
+    return [
+        {
+            "fate": r.fate,
+            "tokens": f"{r.tokens:,.0f}",
+            "share": f"{100 * r.share:.1f}",
+            "gpu_hours": num(r.gpu_hours, ",.2f"),
+            "usd": num(r.usd, ",.2f"),
+        }
+        for r in rows
+    ]
+
+
+def did_not_run(runs: list[Run]) -> list[dict[str, str]]:
+    """Runs with no numbers (dry-run, planned or queued, failed at launch): one line each."""
+    out = []
+    for r in runs:
+        m = r.manifest
+        state = str(dispatch(m).get("state") or "")
+        if state == "DRY_RUN":
+            why = "dry run: launch files written, nothing submitted"
+        elif m["status"] == "running":
+            why = "planned or running: no metrics.json yet" + (f" (Slurm state {state})" if state else "")
+        else:
+            why = f"{m['status']}: {failure_reason(m) or 'no reason recorded'}"
+        out.append(
+            {
+                "framework": str(m["framework"]),
+                "run_id": r.run_id,
+                "mode": badge(m["mode"]),
+                "why": why,
+                "path": str(r.paths.root),
+            }
+        )
+    return out
+
+
+def run_details(
+    runs: list[Run],
+    series: list[Series],
+    df: pd.DataFrame | None = None,
+    verdicts: list[Verdict] | None = None,
+    ledgers: list[tuple[list[LedgerRow], str]] | None = None,
+) -> list[dict[str, Any]]:
+    """Per run: verdict, every metric, waste ledger, workload, launch files, versions, cluster,
+    nodes, job ids, status, window, warnings."""
     out = []
     for i, (r, s) in enumerate(zip(runs, series, strict=True)):
         m, cfg = r.manifest, resolved_config(r.manifest)
@@ -226,6 +253,10 @@ def run_details(runs: list[Run], series: list[Series]) -> list[dict[str, Any]]:
                 "launch": _launch_files(r),
                 "warnings": _warnings(r, s),
                 "missing": sorted(r.missing.items()),
+                "verdict": verdicts[i] if verdicts else None,
+                "metrics": all_metrics(r, df, i) if df is not None else [],
+                "ledger": ledger_rows(ledgers[i][0]) if ledgers else [],
+                "ledger_note": ledgers[i][1] if ledgers else "",
             }
         )
     return out

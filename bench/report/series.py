@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from bench.report.load import Run
+from bench.report.evidence import rollout_evidence, step_evidence
+from bench.report.load import Run, resolved_config
 from bench.trace import TraceError, read_rollouts, read_steps
 
 MAX_POINTS = 200  # per run and series: ~3 px apart on a 7-inch figure at 90 dpi, cheap to draw
@@ -34,8 +35,21 @@ STEP_COLUMNS = [
     "filtered_samples",
     "response_tokens",
     "staleness_mean",
+    "generated_tokens",
+    "solve_all_frac",
+    "solve_none_frac",
 ]
-ROLLOUT_COLUMNS = ["step_consumed", "policy_version_start", "t_finish_s", "status"]
+ROLLOUT_COLUMNS = [
+    "group_id",
+    "step_consumed",
+    "policy_version_start",
+    "t_dispatch_s",
+    "t_finish_s",
+    "response_tokens",
+    "env_s",
+    "reward",
+    "status",
+]
 BREAKDOWN = ["wait_s", "logprob_s", "compute_s", "sync_s"]  # parts of a trainer step, seconds
 
 
@@ -49,6 +63,11 @@ class Series:
     staleness: pd.Series | None = None  # versions behind -> rollouts trained (from rollouts)
     staleness_source: str = ""
     gpu: pd.DataFrame | None = None  # t_s, util_pct, power_w (mean over devices, binned)
+    evidence: dict[str, float | None] = field(default_factory=dict)  # bench.report.evidence shares
+    fates: dict[str, float] | None = None  # generated response tokens per fate (rollouts.parquet)
+    trained_response_tokens: float | None = None  # Σ response_tokens of trained samples, whole run
+    generated_tokens: float | None = None  # Σ generated response tokens, whole run (steps.parquet)
+    batch_samples: float | None = None  # median samples per trainer step (the batch a step waits for)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -82,14 +101,24 @@ def _steps(run: Run, s: Series) -> None:
     parts = {k: float(steady[k].mean()) for k in BREAKDOWN if steady[k].notna().any()}
     if parts:
         s.breakdown = parts
-    # Rates over wall time, so that production and consumption balance in a steady state.
+    s.evidence |= step_evidence(steady)
+    if df["response_tokens"].notna().all():
+        s.trained_response_tokens = float(df["response_tokens"].sum())
+    if df["generated_tokens"].notna().all():
+        s.generated_tokens = float(df["generated_tokens"].sum())
+    if df["samples"].notna().any():
+        s.batch_samples = float(df["samples"].median())
+    # The table's two rates per step (docs/metrics.md): production = trained samples per second of
+    # step wall time; consumption = trained samples per second of trainer compute (log-prob +
+    # forward/backward/optimizer), i.e. what the trainer could take if never idle.
     step_s = df["step_s"].where(df["step_s"] > 0)
-    df["consumption_per_s"] = df["samples"] / step_s
-    produced = df[["samples", "filtered_samples", "discarded_samples"]].sum(axis=1, min_count=1)
-    df["production_per_s"] = produced / step_s
+    busy = (df["logprob_s"].fillna(0) + df["compute_s"]).where(lambda b: b > 0)
+    df["production_per_s"] = df["samples"] / step_s
+    df["consumption_per_s"] = df["samples"] / busy
     df["trainer_idle"] = (df["wait_s"] / step_s).clip(0, 1)
     df["generator_idle"] = (1 - df["gen_s"] / step_s).clip(0, 1)
     df["response_len"] = df["response_tokens"] / df["samples"].where(df["samples"] > 0)
+    df["zero_advantage"] = df["solve_all_frac"] + df["solve_none_frac"]
     if df["staleness_mean"].notna().any():  # fallback histogram when there is no rollout trace
         s.staleness = df["staleness_mean"].dropna().round().astype("int64").value_counts().sort_index()
         s.staleness_source = "steps.parquet: staleness_mean per step (rounded); no per-rollout trace"
@@ -104,6 +133,15 @@ def _rollouts(run: Run, s: Series, wall_s: float | None) -> None:
     except TraceError as e:
         s.warnings.append(f"rollouts.parquet skipped in figures: {e}")
         return
+    full = (
+        read_steps(run.paths.steps, columns=["step", "t_start_s", "t_end_s"]) if s.steps is not None else None
+    )
+    step_ends = np.sort(full["t_end_s"].dropna().to_numpy(float)) if full is not None else np.array([])
+    wl = resolved_config(run.manifest).get("workload") or {}
+    ev, s.fates = rollout_evidence(
+        ro, step_ends, _pos(wl.get("max_response_len")), _pos(wl.get("staleness_budget"), 0)
+    )
+    s.evidence |= ev
     used = ro[ro["step_consumed"].notna() & ro["policy_version_start"].notna()]
     if len(used):
         # The trainer at step k (1-based) holds policy version k - 1, so a rollout's staleness is
@@ -116,18 +154,20 @@ def _rollouts(run: Run, s: Series, wall_s: float | None) -> None:
         return
     end = max(float(done.max()), float(wall_s or 0))
     # Bins one median trainer step wide: completions arrive in bursts, and a per-step rate is
-    # what the consumption line beside it shows.
+    # what the production line beside it shows.
     step_s = s.steps["step_s"].median() if s.steps is not None else np.nan
     n_bins = int(end / step_s) if step_s == step_s and step_s > 0 else len(done) // 5
     edges = np.linspace(0.0, end, min(MAX_POINTS, max(n_bins, 2)) + 1)
     counts, _ = np.histogram(done, bins=edges)
     width = edges[1] - edges[0]
-    prod = pd.DataFrame({"t_s": edges[1:], "production_per_s": counts / width if width > 0 else np.nan})
+    # Finished rollouts of any fate (trained, discarded later, filtered): the generators' output,
+    # which exceeds production (trained samples / s) by the discard and filter share.
+    prod = pd.DataFrame({"t_s": edges[1:], "finished_per_s": counts / width if width > 0 else np.nan})
     prod["queue_depth"] = np.nan
-    if s.steps is not None and s.steps["t_start_s"].notna().any() and len(used):
+    if full is not None and full["t_start_s"].notna().any() and len(used):
         # Depth = trained rollouts finished but not yet taken: a rollout waits from t_finish_s until
         # the start of the step that trains it (rollouts dropped later never count as waiting).
-        full = read_steps(run.paths.steps, columns=["step", "t_start_s"]).dropna()
+        full = full.dropna(subset=["t_start_s"])
         start_of = pd.Series(full["t_start_s"].to_numpy(float), index=full["step"].to_numpy())
         fin = used["t_finish_s"].to_numpy(float)
         take = start_of.reindex(used["step_consumed"].to_numpy()).to_numpy(float)
@@ -137,6 +177,13 @@ def _rollouts(run: Run, s: Series, wall_s: float | None) -> None:
         taken = np.searchsorted(np.sort(take[ok]), t, side="right")
         prod["queue_depth"] = np.maximum(finished - taken, 0)
     s.production = prod
+
+
+def _pos(v: Any, floor: float = 1e-12) -> float | None:
+    """A config number >= floor as float, else None (absent or not a number: unknown, not 0)."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or v < floor:
+        return None
+    return float(v)
 
 
 def _gpu(run: Run, s: Series) -> None:

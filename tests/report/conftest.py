@@ -125,7 +125,7 @@ def smoke_report(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def opd_report(tmp_path_factory, opd_results) -> Path:
-    from runners.ingest import main as ingest
+    from bench.ingest import main as ingest
 
     root = tmp_path_factory.mktemp("opd")
     for fw, d in OPD_DIRS.items():

@@ -22,7 +22,10 @@ def test_html_is_self_contained_and_embeds_each_drawn_figure(three_report):
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)  # no network fetch
     assert html.count('<img class="figure"') == len(list((three_report / "figures").glob("*.png")))
     assert html.count("data:image/png;base64,") == html.count('<img class="figure"')
-    assert "Throughput-matching curve (measured + emulated)</strong>: omitted — not a sweep" in html
+    assert (
+        "Sweep: production vs consumption, idle, staleness, cost (measured + emulated)</strong>: omitted — not a sweep"
+        in html
+    )
 
 
 def test_log_text_is_escaped_never_markup(three_report, evil):
@@ -44,7 +47,8 @@ def test_native_launch_is_collapsed_and_escaped(three_report):
 
 def test_missing_values_say_not_reported_with_reason(three_report):
     html = (three_report / "index.html").read_text()
-    assert 'title="reason for mfu">not reported<br><small>reason for mfu</small>' in html
+    assert '<td class="missing" title="reason for mfu">not reported</td>' in html  # headline table
+    assert '<span class="missing">not reported: reason for mfu</span>' in html  # the run's details
     md = (three_report / "summary.md").read_text()
     assert re.search(r"\]: slime slime-0, MFU \(suite\): reason for mfu", md)
 
@@ -65,12 +69,16 @@ def test_markdown_table_marks_best_and_source(three_report):
     assert "| **25.0** [M] |" in prime
 
 
-def test_sweep_report_draws_the_matching_curve(sweep_runs, tmp_path):
+def test_sweep_report_marks_the_crossing_and_recommends_a_point_with_its_reason(sweep_runs, tmp_path):
     assert main([str(sweep_runs), "--out", str(tmp_path)]) == 0
     assert (tmp_path / "figures" / "sweep.png").is_file()
     md = (tmp_path / "summary.md").read_text()
+    # production ÷ consumption 0.92 at 24 GPUs, 1.00 at 32: crosses exp(-0.05) = 0.951 at 24 + 8 x 0.031/0.08
     assert (
-        "verl: production matches consumption best at generator_gpus=32 (production ÷ consumption 1.00" in md
+        "- verl: production reaches consumption at generator_gpus≈27.1. Recommended: generator_gpus=8: "
+        "lowest $ / M trained tokens ($0.460), with production at 0.32 of consumption (trainer idle 68%); "
+        "for throughput, generator_gpus=32 is the cheapest point where production meets consumption "
+        "($0.940, 3.12× the production)." in md
     )
     assert "Queue depth omitted" in (tmp_path / "index.html").read_text()  # no rollouts.parquet in the sweep
 

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from bench.report.load import SUMMARY_SCHEMA, ReportError, check_schema, discover, load, matching_point
+from bench.report.load import SUMMARY_SCHEMA, ReportError, check_schema, discover, load
 
 
 def test_summary_has_declared_schema_and_one_row_per_run(three_runs):
@@ -46,13 +46,6 @@ def test_sweep_key_is_found_from_resolved_configs(sweep_runs):
     _, df = load([sweep_runs])
     assert set(df["sweep"]) == {f"generator_gpus={g}" for g in (8, 16, 24, 32, 40)}
     assert list(df[df["framework"] == "verl"]["sweep_value"]) == [8.0, 16.0, 24.0, 32.0, 40.0]
-
-
-def test_matching_point_is_the_cheapest_run_whose_production_meets_consumption(sweep_runs):
-    _, df = load([sweep_runs])
-    g = df[df["framework"] == "slime"]
-    # 32 and 40 GPUs both match (ratio 1.0); 32 costs less per token.
-    assert g.loc[matching_point(g), "sweep_value"] == 32.0
 
 
 def test_discover_rejects_a_directory_without_runs(tmp_path):
@@ -137,3 +130,20 @@ def test_rerun_keeps_newest_completed_and_newer_failures(tmp_path):
     assert df.attrs["superseded"] == ["verl-a"]
     runs, _ = load([root], all_runs=True)
     assert len(runs) == 3
+
+
+def test_a_measured_run_is_never_superseded_by_a_newer_emulated_one(tmp_path):
+    import os
+
+    from bench.report.synthetic import make_run
+    from tests.report.conftest import metrics
+
+    for i, (name, mode) in enumerate([("verl-native", "native"), ("verl-emulated", "emulated")]):
+        make_run(tmp_path / name, "verl", mode=mode, steps=3, rollouts=False, metrics=metrics(), seed=1)
+        os.utime(tmp_path / name / "manifest.json", (1000 + i, 1000 + i))
+    runs, df = load([tmp_path])
+    assert sorted(zip(df["run_id"], df["mode"], strict=True)) == [
+        ("verl-emulated", "emulated"),
+        ("verl-native", "native"),
+    ]
+    assert df.attrs["superseded"] == []

@@ -1,0 +1,226 @@
+"""A run's metrics -> its verdict: which side is the bottleneck, why, and what to change.
+
+One pure function, `diagnose`, of a run's numbers (metrics.json plus the report's own window
+shares from bench.report.evidence) and its resources (placement, GPU counts, staleness budget).
+docs/metrics.md ("Verdict") states the same rules and thresholds; change both together.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# Thresholds (fractions). A side idle a fifth of its time is waiting on the other side; under a
+# tenth it is saturated. docs/metrics.md "Verdict" explains each.
+IDLE_HIGH = 0.20
+IDLE_LOW = 0.10
+SYNC_HIGH = 0.20  # weight sync's share of the trainer step
+SCORING_HIGH = 0.50  # environment / reward time's share of a rollout's wall time
+# Cause thresholds
+TAIL_HIGH = 3.0  # p99 / median response length of trained rollouts
+TRUNCATED_HIGH = 0.05  # share of generated tokens in responses that hit the response cap
+DISCARD_HIGH = 0.20  # oversampling waste: discarded / dispatched rollouts
+ZERO_ADV_HIGH = 0.10  # share of groups with zero advantage
+
+LABELS = ("generator-bound", "trainer-bound", "balanced", "sync-bound", "scoring-bound", "undetermined")
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What the run had: placement ('colocated' / 'disaggregated' / None when unknown), GPU
+    counts (None when unknown) and the workload's staleness budget (policy versions)."""
+
+    placement: str | None = None
+    trainer_gpus: int | None = None
+    generator_gpus: int | None = None
+    staleness_budget: float | None = None
+
+
+@dataclass
+class Verdict:
+    """The diagnosis of one run: label, the deciding numbers (name -> fraction), cause, action."""
+
+    label: str
+    deciding: dict[str, float | None] = field(default_factory=dict)
+    cause: str = ""
+    action: str = ""
+    rule: str = ""  # the docs/metrics.md rule that fired, e.g. "V3"
+
+    def numbers_text(self) -> str:
+        """'trainer idle 44.7% · generator idle 2.8% · sync 1.2%' ('not reported' for None)."""
+        return " · ".join(f"{k} {_pct(v)}" for k, v in self.deciding.items())
+
+
+def _pct(v: float | None) -> str:
+    return "not reported" if v is None else f"{100 * v:.1f}%"
+
+
+def _num(m: Mapping[str, Any], key: str) -> float | None:
+    v = m.get(key)
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+def diagnose(m: Mapping[str, Any], res: Resources) -> Verdict:
+    """Apply rules V1-V6 of docs/metrics.md in order; the first that matches decides."""
+    t_idle, g_idle = _num(m, "trainer_idle_frac"), _num(m, "generator_idle_frac")
+    sync, scoring = _num(m, "sync_share"), _num(m, "scoring_share")
+    deciding = {"trainer idle": t_idle, "generator idle": g_idle, "weight sync": sync}
+    colocated = res.placement == "colocated"
+    if colocated:  # one GPU pool: the generator's idle time is the trainer's busy time
+        deciding.pop("generator idle")
+    if t_idle is None:
+        return Verdict(
+            "undetermined",
+            deciding,
+            "trainer idle is not reported, so neither side can be named the bottleneck",
+            "record wait_s and compute_s per trainer step (steps.parquet), then re-run the report",
+            "V0",
+        )
+    if sync is not None and sync >= SYNC_HIGH:
+        return Verdict(
+            "sync-bound",
+            deciding,
+            f"weight sync takes {_pct(sync)} of every trainer step, time in which neither side trains",
+            "speed up or overlap weight sync (NCCL broadcast instead of a filesystem checkpoint, "
+            "bucketed transfer, or syncing every k steps)",
+            "V1",
+        )
+    if t_idle >= IDLE_HIGH and scoring is not None and scoring >= SCORING_HIGH:
+        deciding["scoring share"] = scoring
+        return Verdict(
+            "scoring-bound",
+            deciding,
+            f"environment and reward scoring take {_pct(scoring)} of a rollout's wall time, so the "
+            "trainer waits on scoring rather than on decoding",
+            "scale out the reward / environment workers (or make scoring asynchronous); more "
+            "generator GPUs would not help",
+            "V2",
+        )
+    if t_idle >= IDLE_HIGH and (colocated or g_idle is None or g_idle < IDLE_HIGH):
+        return Verdict(
+            "generator-bound", deciding, _generation_cause(m, res), _generator_action(m, res), "V3"
+        )
+    if t_idle >= IDLE_HIGH:
+        return Verdict(
+            "undetermined",
+            deciding,
+            f"both sides wait (trainer idle {_pct(t_idle)}, generator idle {_pct(g_idle)}): the time goes "
+            "to hand-offs the trace does not break down",
+            "look at the step breakdown and queue depth; raising the in-flight cap lets the "
+            "generators run ahead instead of waiting",
+            "V4",
+        )
+    if g_idle is not None and g_idle >= IDLE_HIGH and not colocated:
+        return Verdict("trainer-bound", deciding, _trainer_cause(m, res), _trainer_action(m, res), "V5")
+    return Verdict(
+        "balanced",
+        deciding,
+        "both sides are busy: production matches consumption within the idle thresholds",
+        "keep the GPU split; the next gain is in waste (see the waste ledger)",
+        "V6",
+    )
+
+
+def _generation_cause(m: Mapping[str, Any], res: Resources) -> str:
+    """The generation side's shortfall in numbers, then what aggravates it (first that applies:
+    discards, truncation, a long tail that leaves decode slots empty, zero-advantage groups)."""
+    prod, cons = _num(m, "production_samples_per_s"), _num(m, "consumption_samples_per_s")
+    g_idle, tail = _num(m, "generator_idle_frac"), _num(m, "tail_ratio")
+    trunc, disc = _num(m, "truncated_frac"), _num(m, "oversampling_waste")
+    zero, stale = _num(m, "zero_advantage_frac"), _num(m, "stale_drop_frac")
+    gpus = f"the {res.generator_gpus} generator GPUs" if res.generator_gpus else "the generators"
+    if res.placement == "colocated":
+        base = "generation takes the trainer-idle share of every step on the shared GPUs"
+    elif prod and cons:
+        base = f"{gpus} deliver {prod:.3g} trained samples/s; the trainer could consume {cons:.3g}"
+    else:
+        base = f"{gpus} deliver fewer samples than the trainer could consume"
+    if stale is not None and stale >= DISCARD_HIGH:
+        return (
+            base + f"; staleness-bound drops: {_pct(stale)} of generated tokens are dropped for exceeding "
+            f"the staleness budget ({res.staleness_budget:g} versions)"
+        )
+    if disc is not None and disc >= DISCARD_HIGH:
+        return (
+            base + f"; {_pct(disc)} of dispatched rollouts are discarded (oversampling or staleness drops), "
+            f"so they decode {1 / (1 - disc):.2f}× the rollouts trained"
+        )
+    if trunc is not None and trunc >= TRUNCATED_HIGH:
+        return base + f"; {_pct(trunc)} of generated tokens are in responses cut at the response cap"
+    if tail is not None and tail >= TAIL_HIGH and (g_idle is None or g_idle >= IDLE_LOW):
+        return (
+            base + f"; long-tail responses (99th percentile {tail:.1f}× the median) leave decode slots "
+            "empty while a batch waits on its last rollouts"
+        )
+    if zero is not None and zero >= ZERO_ADV_HIGH:
+        return base + f"; {_pct(zero)} of groups have zero advantage, decoded and trained without signal"
+    return base
+
+
+def _generator_action(m: Mapping[str, Any], res: Resources) -> str:
+    prod, cons = _num(m, "production_samples_per_s"), _num(m, "consumption_samples_per_s")
+    tail, g_idle = _num(m, "tail_ratio"), _num(m, "generator_idle_frac")
+    if res.placement == "colocated":
+        base = "generation dominates each step on the shared GPUs: lower the response cap or move to a disaggregated placement"
+    elif prod and cons and res.generator_gpus:
+        need = math.ceil(res.generator_gpus * cons / prod)
+        base = (
+            f"move GPUs to generation: at {prod:.3g} produced vs {cons:.3g} consumable samples/s, "
+            f"production meets consumption near {need} generator GPUs (now {res.generator_gpus}; "
+            "assumes decode scales linearly with GPUs)"
+        )
+    else:
+        base = "move GPUs to generation (GPU counts not recorded, so no target is computed)"
+    if tail is not None and tail >= TAIL_HIGH and (g_idle is None or g_idle >= IDLE_LOW):
+        base += "; or lower the response cap / use partial rollouts to cut the tail"
+    disc, stale = _num(m, "oversampling_waste"), _num(m, "stale_drop_frac")
+    if stale is not None and stale >= DISCARD_HIGH:
+        base += "; or raise the staleness budget (in-flight cap) so fewer finished rollouts are dropped"
+    elif disc is not None and disc >= DISCARD_HIGH:
+        base += f"; cutting the discarded {_pct(disc)} of rollouts (oversampling surplus, cancellations) would return decode time"
+    return base
+
+
+def _trainer_cause(m: Mapping[str, Any], res: Resources) -> str:
+    stale = _num(m, "staleness_max")
+    if stale is not None and res.staleness_budget is not None and stale >= res.staleness_budget:
+        return (
+            f"the generators wait for the trainer: staleness reaches its budget ({stale:g} of "
+            f"{res.staleness_budget:g} versions), so the in-flight cap stops generation"
+        )
+    return "the generators wait for the trainer: consumption is below what the generators produce"
+
+
+def _trainer_action(m: Mapping[str, Any], res: Resources) -> str:
+    prod, cons = _num(m, "production_samples_per_s"), _num(m, "consumption_samples_per_s")
+    g_idle = _num(m, "generator_idle_frac") or 0.0
+    if res.trainer_gpus and res.generator_gpus and g_idle > 0:
+        spare = math.floor(res.generator_gpus * g_idle)
+        return (
+            f"move GPUs to training: about {spare} of {res.generator_gpus} generator GPUs' time is idle; "
+            "or raise the in-flight cap if the staleness budget allows"
+        )
+    if prod and cons:
+        return "move GPUs to training, or raise the in-flight cap if the staleness budget allows"
+    return "move GPUs to training (GPU counts not recorded, so no target is computed)"
+
+
+def resources(config: Mapping[str, Any]) -> Resources:
+    """Resources from a run's resolved config (experiment.placement, *_gpus, workload budget)."""
+    exp = config.get("experiment") if isinstance(config.get("experiment"), Mapping) else {}
+    wl = config.get("workload") if isinstance(config.get("workload"), Mapping) else {}
+
+    def _int(v: Any) -> int | None:
+        return int(v) if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 else None
+
+    placement = exp.get("placement")
+    return Resources(
+        placement=str(placement).rsplit(".", 1)[-1] if placement else None,
+        trainer_gpus=_int(exp.get("trainer_gpus")),
+        generator_gpus=_int(exp.get("generator_gpus")),
+        staleness_budget=_num(wl, "staleness_budget"),
+    )
