@@ -48,20 +48,15 @@ class JobPlan:
 
 
 def expand(overrides: list[str], multirun: bool) -> list[tuple[dict[str, str], list[str]]]:
-    """Sweep points as (swept values, full override list), through Hydra's own parser and sweeper."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    """Sweep points (bench.sweep.expand); a framework sweep is jobs, not a point key."""
+    from bench.sweep import SweepError
+    from bench.sweep import expand as sweep
 
-    parsed = OverridesParser.create().parse_overrides(overrides)
-    swept = [o.key_or_group for o in parsed if o.is_sweep_override()]
-    if swept and not multirun:
-        raise DispatchError(f"sweep over {swept} needs --multirun (as in Hydra)")
-    points = []
-    for batch in BasicSweeper.split_arguments(parsed, None):
-        for combo in batch:
-            values = dict(o.split("=", 1) for o in combo)
-            points.append(({k: values[k] for k in swept if k != "framework"}, combo))
-    return points
+    try:
+        points = sweep(overrides, multirun)
+    except SweepError as e:
+        raise DispatchError(str(e)) from None
+    return [({k: v for k, v in point.items() if k != "framework"}, combo) for point, combo in points]
 
 
 def job_nodes(cfg: Any, launch: Any, resolved: Any = None) -> int:

@@ -9,7 +9,6 @@ RUN_DIR/<key>=<value>[,...].
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
 import sys
 import time
@@ -135,21 +134,6 @@ def emulate(cfg: Any, run_dir: Path | str) -> RunPaths:
     return paths
 
 
-def sweep_points(overrides: list[str]) -> list[list[str]]:
-    """Expand Hydra sweep overrides (range(...), a,b, choice) into one override list per point."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parsed = OverridesParser.create().parse_overrides(overrides)
-    axes = []
-    for o in parsed:
-        key = o.get_key_element()
-        if o.is_sweep_override():
-            axes.append([f"{key}={v}" for v in o.sweep_string_iterator()])
-        else:
-            axes.append([o.input_line])
-    return [list(p) for p in itertools.product(*axes)]
-
-
 def main(argv: list[str]) -> int:
     """`python -m bench emulate <overrides> --out RUN_DIR`: one run (or one per sweep point).
 
@@ -173,16 +157,16 @@ def preflight(overrides: list[str], out_dir: Path) -> list[tuple[Any, Path]]:
 
     from bench.config import compose
     from bench.errors import UsageError
+    from bench.sweep import expand
     from bench.validate import validate
 
     try:
-        points = sweep_points(overrides)
+        points = expand(overrides, multirun=True)
     except HydraException as e:
         raise UsageError(f"cannot parse the overrides: {str(e).splitlines()[0]}") from None
-    swept = [i for i, o in enumerate(overrides) if len({p[i] for p in points}) > 1]
     runs, problems = [], []
-    for point in points:
-        label = ",".join(point[i].replace("/", "_") for i in swept)
+    for swept, point in points:
+        label = ",".join(f"{k}={v}".replace("/", "_") for k, v in swept.items())
         out = out_dir / label if swept else out_dir
         cfg = compose(point)
         if not any(o.startswith(("framework=", "+framework=")) for o in point):

@@ -10,7 +10,8 @@ import pytest
 
 from bench.config import compose
 from bench.emulator.draws import Draws
-from bench.emulator.run import main, sweep_points
+from bench.emulator.run import main
+from bench.sweep import expand
 from tests.emulator.conftest import run
 
 SMOKE = ["experiment=smoke", "framework=slime", "framework.mode=sync", "emulator.steps=5"]
@@ -57,8 +58,9 @@ def test_response_lengths_are_capped_and_long_tailed():
 
 
 def test_sweep_override_expands_to_one_run_per_point():
-    points = sweep_points(["experiment=semianalysis_case1", "experiment.generator_gpus=range(64,321,32)"])
-    assert [p[1] for p in points] == [f"experiment.generator_gpus={g}" for g in range(64, 321, 32)]
+    points = expand(["experiment=semianalysis_case1", "experiment.generator_gpus=range(64,321,32)"], True)
+    assert [p for p, _ in points] == [{"experiment.generator_gpus": str(g)} for g in range(64, 321, 32)]
+    assert points[0][1] == ["experiment=semianalysis_case1", "experiment.generator_gpus=64"]
 
 
 def test_cli_sweep_writes_one_run_dir_per_split(tmp_path, capsys):
