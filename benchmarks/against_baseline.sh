@@ -20,7 +20,7 @@ git worktree add --detach -q "$base" "$rev"
 run() {  # run TREE LABEL ARGS...
   local tree=$1 label=$2
   shift 2
-  echo "---- $label ($(git -C "$tree" rev-parse --short HEAD)$( [ "$tree" = "$PWD" ] && git diff --quiet HEAD -- bench runners || echo '+worktree'))"
+  echo "---- $label ($(git -C "$tree" rev-parse --short HEAD))"
   (cd "$tree" && PYTHONPATH="$tree" "$py" "$@") 2>&1 | tail -n 25
 }
 for b in "${benches[@]}"; do
