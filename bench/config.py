@@ -398,9 +398,12 @@ def no_such_key(key: str, plus: bool = False) -> str:
         if parent
         else [p for p in paths if "." not in p]
     )
-    near = difflib.get_close_matches(key, siblings, n=1, cutoff=0.6) or difflib.get_close_matches(
-        key, list(paths), n=1, cutoff=0.75
-    )
+    # the misspelt last part among its siblings' (a shared "experiment." would inflate the score),
+    # then the same field name under another group, then the whole key among every key
+    last = {s.rsplit(".", 1)[-1]: s for s in siblings}
+    near = [last[n] for n in difflib.get_close_matches(key.rsplit(".", 1)[-1], list(last), n=1, cutoff=0.6)]
+    near = near or [p for p in paths if p.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]][:1]
+    near = near or difflib.get_close_matches(key, list(paths), n=1, cutoff=0.8)
     if near:
         hint = f"did you mean {near[0]}?"
     elif parent in paths:
@@ -431,22 +434,31 @@ def _schema_paths() -> dict[str, str]:
 
 
 def hydra_error_line(e: Exception) -> str:
-    """One line from a Hydra/OmegaConf composition error: the key (or group) and the fix, without
-    Hydra's search path and `+key` advice."""
+    """One line from a Hydra/OmegaConf composition error: the file (when a conf/ YAML is at fault),
+    the key or group, and the fix, without Hydra's search path and `+key` advice."""
     import re
+
+    from omegaconf.errors import OmegaConfBaseException
 
     msg = str(e)
     found = re.search(r"Could not find '([^'/]+)/([^']*)'", msg)
     if found and found.group(1) in GROUPS:
         return group_not_found(found.group(1), found.group(2))
-    cause = e.__cause__ if e.__cause__ is not None else e
-    full_key = getattr(cause, "full_key", None)
-    first = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
-    if full_key and "not in" in first:
+    inner = next((x for x in (e.__cause__, e.__context__, e) if isinstance(x, OmegaConfBaseException)), None)
+    text = str(inner) if inner is not None else msg
+    key = re.search(r"full_key: (\S+)", text)
+    full_key = getattr(inner, "full_key", None) or (key.group(1) if key else None)
+    reason = next(
+        (ln.strip() for ln in text.splitlines() if ln.strip() and "raised while composing" not in ln),
+        type(e).__name__,
+    )
+    where = re.match(r"In '([^']+)'", msg)
+    prefix = f"conf/{where.group(1)}.yaml: " if where and where.group(1) != "config" else ""
+    if full_key and "not in" in reason:
         try:
             schema_key_kind(full_key)
         except UsageError as u:
-            return str(u)
+            return prefix + str(u)
         if full_key.startswith(PASSTHROUGH + "."):
             return f"{full_key}: not set in this framework's conf; add a passthrough key with +{full_key}=..."
-    return f"{full_key}: {first}" if full_key else first
+    return prefix + (f"{full_key}: {reason}" if full_key else reason)
