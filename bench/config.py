@@ -63,6 +63,14 @@ class ModelConf:
     dsa_index_dim: int = 0
     max_context: int = MISSING  # max_position_embeddings
     weight_bytes: float = 2.0  # BF16 training weights
+    # Layer details a trainer must be told (Megatron's model flags; slime checks them against
+    # config.json). None = not recorded for this model: a runner that needs one says so.
+    rope_theta: float | None = None  # config.json rope_theta: RoPE base frequency (dimensionless)
+    rms_norm_eps: float | None = None  # config.json rms_norm_eps: epsilon inside RMSNorm
+    partial_rotary_factor: float | None = None  # share of each head's dims rotated by RoPE (1.0 = all)
+    qk_norm: bool | None = None  # RMSNorm on each head's q and k (Qwen3 always; GLM: use_qk_norm)
+    qkv_bias: bool | None = None  # config.json attention_bias: bias on the q/k/v projections
+    router_score: str | None = None  # MoE router scoring: softmax | sigmoid (sigmoid: with expert bias)
 
 
 @dataclass

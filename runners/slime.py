@@ -70,32 +70,36 @@ SGLANG_FLAGS = [
 ]  # fmt: skip
 
 DYNAMIC_FILTER = "slime.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std"
-# HF config.json facts not in ModelConf, per model_type (slime's scripts/models/*.sh agree):
-# (rope_theta, rms_norm_eps, qk_layernorm, extra flags). rope_theta is an int flag in Megatron.
-ARCH_FAMILY: dict[str, dict[str, Any]] = {
-    "qwen3": {"rope_theta": 1_000_000, "eps": "1e-6", "qk_norm": True},
-    "qwen3_moe": {"rope_theta": 1_000_000, "eps": "1e-6", "qk_norm": True, "router": "softmax"},
-    "glm4_moe": {"rope_theta": 1_000_000, "eps": "1e-5", "qk_norm": True, "router": "sigmoid",
-                 "rotary_percent": "0.5", "qkv_bias": True},
-    "glm_moe_dsa": {"rope_theta": 1_000_000, "eps": "1e-5", "qk_norm": True, "router": "sigmoid",
-                    "spec": ["slime_plugins.models.glm5.glm5", "get_glm5_spec"],
+# slime's own model code per config.json model_type: a Megatron layer spec from slime_plugins and the
+# flags its scripts/models/<m>.sh add for it. The model's facts (rope_theta, eps, router...) are in
+# conf/model/*.yaml (ModelConf).
+MODEL_SPECS: dict[str, dict[str, Any]] = {
+    "glm_moe_dsa": {"spec": ["slime_plugins.models.glm5.glm5", "get_glm5_spec"],
                     # DSA attention gathers the whole sequence under CP (slime's glm5-744B-A40B.sh)
                     "extra": [("--allgather-cp", None), ("--make-vocab-size-divisible-by", 16)]},
 }  # fmt: skip
-# Per-checkpoint exceptions (HF config.json of each repo).
-ARCH_OVERRIDES: dict[str, dict[str, Any]] = {
-    "Qwen/Qwen3-235B-A22B-Thinking-2507": {"rope_theta": 5_000_000},  # 256K-context 2507 release
-    "Qwen/Qwen3-235B-A22B-Instruct-2507": {"rope_theta": 5_000_000},
-    "zai-org/GLM-4.5-Air": {"qk_norm": False},  # use_qk_norm: false
-}
+# ModelConf fields model_flags needs (router_score only for MoE models).
+MODEL_FACTS = ("rope_theta", "rms_norm_eps", "partial_rotary_factor", "qk_norm", "qkv_bias")
+
+
+def missing_model_facts(model: Any) -> list[str]:
+    """ModelConf fields model_flags needs that this model's YAML leaves unknown (None)."""
+    needed = [*MODEL_FACTS, *(["router_score"] if model.routed_experts else [])]
+    return [k for k in needed if model.get(k) is None]
+
+
+def _eps(value: float) -> str:
+    """rms_norm_eps as slime's model scripts write it: 1e-06 -> "1e-6"."""
+    mantissa, exponent = f"{float(value):e}".split("e")
+    return f"{float(mantissa):g}e{int(exponent)}"
 
 
 def model_flags(model: Any) -> list[tuple[str, Any]]:
     """Megatron MODEL_ARGS for cfg.model (what slime's scripts/models/<m>.sh spell by hand)."""
-    fam = {**ARCH_FAMILY[model.model_type], **ARCH_OVERRIDES.get(model.name, {})}
+    spec = MODEL_SPECS.get(str(model.model_type), {})
     f: list[tuple[str, Any]] = []
-    if fam.get("spec"):
-        f.append(("--spec", fam["spec"]))
+    if spec.get("spec"):
+        f.append(("--spec", spec["spec"]))
     f += [("--num-layers", model.layers), ("--hidden-size", model.hidden),
           ("--ffn-hidden-size", model.ffn_dense or model.ffn_expert), ("--num-attention-heads", model.q_heads)]  # fmt: skip
     if enum_value(model.attention) == "mla":
@@ -107,28 +111,28 @@ def model_flags(model: Any) -> list[tuple[str, Any]]:
     else:
         f += [("--group-query-attention", None), ("--num-query-groups", model.kv_heads),
               ("--kv-channels", model.head_dim), ("--use-rotary-position-embeddings", None)]  # fmt: skip
-    f += [("--position-embedding-type", "rope"), ("--rotary-base", int(fam["rope_theta"])),
-          ("--rotary-percent", fam.get("rotary_percent", "1.0")), ("--normalization", "RMSNorm"),
-          ("--norm-epsilon", fam["eps"]), ("--swiglu", None), ("--disable-bias-linear", None),
+    f += [("--position-embedding-type", "rope"), ("--rotary-base", int(model.rope_theta)),
+          ("--rotary-percent", str(float(model.partial_rotary_factor))), ("--normalization", "RMSNorm"),
+          ("--norm-epsilon", _eps(model.rms_norm_eps)), ("--swiglu", None), ("--disable-bias-linear", None),
           ("--vocab-size", model.vocab)]  # fmt: skip
-    if fam.get("qk_norm"):
+    if model.qk_norm:
         f.append(("--qk-layernorm", None))
-    if fam.get("qkv_bias"):
+    if model.qkv_bias:
         f.append(("--add-qkv-bias", None))
     if not model.tied_embeddings:
         f.append(("--untie-embeddings-and-output-weights", None))
-    f += fam.get("extra", [])
+    f += spec.get("extra", [])
     if model.routed_experts:
         moe_layers = model.layers - model.dense_layers
         f += [("--num-experts", model.routed_experts), ("--moe-router-topk", model.top_k),
               ("--moe-ffn-hidden-size", model.ffn_expert),
               ("--moe-layer-freq", f"[0]*{model.dense_layers}+[1]*{moe_layers}" if model.dense_layers else f"[1]*{moe_layers}"),
-              ("--moe-router-score-function", fam["router"]), ("--moe-token-dispatcher-type", "alltoall"),
+              ("--moe-router-score-function", model.router_score), ("--moe-token-dispatcher-type", "alltoall"),
               ("--moe-grouped-gemm", None), ("--moe-permute-fusion", None), ("--moe-router-dtype", "fp32"),
               ("--moe-aux-loss-coeff", "0")]  # fmt: skip
         if model.shared_experts:
             f.append(("--moe-shared-expert-intermediate-size", model.ffn_expert * model.shared_experts))
-        if fam["router"] == "sigmoid":  # DeepSeek-style router with expert bias (GLM)
+        if model.router_score == "sigmoid":  # DeepSeek-style router with expert bias (GLM)
             f += [("--moe-router-pre-softmax", None), ("--moe-router-enable-expert-bias", None),
                   ("--moe-router-bias-update-rate", "0"), ("--moe-router-load-balancing-type", "seq_aux_loss"),
                   ("--moe-router-topk-scaling-factor", "2.5")]  # fmt: skip
@@ -370,9 +374,10 @@ class SlimeRunner(Runner):
             )
         if float(w.temperature) <= 0:
             problems.append(f"workload.temperature={w.temperature}; slime requires --rollout-temperature > 0")
-        if cfg.model.model_type not in ARCH_FAMILY:
+        for key in missing_model_facts(cfg.model):
             problems.append(
-                f"model.model_type={cfg.model.model_type!r}: no slime architecture flags; known {sorted(ARCH_FAMILY)}"
+                f"model.{key} is unknown for {cfg.model.name}: slime passes it to Megatron; "
+                "add it from the model's config.json to its conf/model YAML"
             )
         if w.task not in (_native(cfg).get("tasks") or {}):
             problems.append(f"workload.task={w.task!r}: no reward/harness mapping in framework.native.tasks")

@@ -327,6 +327,36 @@ def test_glm5_gets_mla_and_dsa_flags():
     assert f["--sglang-dp-size"] == "32" and "--sglang-enable-dp-attention" in f
 
 
+@pytest.mark.parametrize(
+    "model, rotary_base, eps, rotary_percent, qk_layernorm, qkv_bias, router",
+    [
+        ("qwen3_8b", "1000000", "1e-6", "1.0", True, False, None),
+        ("qwen3_235b_a22b_2507", "5000000", "1e-6", "1.0", True, False, "softmax"),
+        ("glm4_5_air", "1000000", "1e-5", "0.5", False, True, "sigmoid"),
+    ],
+)
+def test_model_facts_come_from_conf_model(
+    model, rotary_base, eps, rotary_percent, qk_layernorm, qkv_bias, router
+):
+    f = flags_of(cfg_for("experiment=smoke", f"model={model}"))
+    assert (f["--rotary-base"], f["--norm-epsilon"], f["--rotary-percent"]) == (
+        rotary_base,
+        eps,
+        rotary_percent,
+    )
+    assert ("--qk-layernorm" in f, "--add-qkv-bias" in f) == (qk_layernorm, qkv_bias)
+    assert f.get("--moe-router-score-function") == router
+
+
+def test_a_model_without_its_layer_facts_is_refused_by_key():
+    problems = load_runner(cfg_for().framework).validate(cfg_for("experiment=smoke", "model=qwen2_5_7b"))
+    assert problems[0] == (
+        "model.rope_theta is unknown for Qwen/Qwen2.5-Math-7B: slime passes it to Megatron; "
+        "add it from the model's config.json to its conf/model YAML"
+    )
+    assert len(problems) == 5  # rope_theta, rms_norm_eps, partial_rotary_factor, qk_norm, qkv_bias
+
+
 def test_schema_provenance_and_coverage():
     schema = slime.load_schema()
     assert schema["sources"]["slime"]["commit"].startswith("a6272da0d4f3")
