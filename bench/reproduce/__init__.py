@@ -5,7 +5,8 @@
 
 Prints one table (case, figure, published, ours, error %, tolerance, status, ours from) and
 writes it to DIR (default reports/reproduce/) as index.html, reproduce.md and reproduce.csv.
-With --strict, exits 1 when any figure is out of tolerance or could not be computed (error).
+Exits 2 when a figure could not be computed at all (status error, e.g. a missing input), and with
+--strict also 1 when any figure is out of tolerance (fail); pending and n/a rows stay visible only.
 """
 
 from __future__ import annotations
@@ -81,6 +82,10 @@ def print_table(rows: list[table.Row]) -> None:
 
 
 def main(argv: list[str]) -> int:
+    """Exit 0 when every figure was computed (pass, fail, contradicted, calibrated; pending and n/a
+    are known gaps, shown but not failing); 2 when a figure could not be computed at all (status
+    error: missing input, bad spec), or the data root the selected cases read does not exist
+    (refused before anything is written); with --strict, also 1 on any fail."""
     ap = argparse.ArgumentParser(prog="python -m bench reproduce", description=__doc__.split("\n")[0])
     ap.add_argument("selection", nargs="*", help="published=NAME[,NAME] (files in conf/published/)")
     ap.add_argument(
@@ -95,7 +100,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument(
         "--published-dir", type=Path, default=PUBLISHED_DIR, help="figures to check (default: %(default)s)"
     )
-    ap.add_argument("--strict", action="store_true", help="exit 1 if any figure fails or errors")
+    ap.add_argument("--strict", action="store_true", help="also exit 1 if any figure fails")
     args = ap.parse_args(argv)
     names: list[str] = []
     for item in args.selection:
@@ -103,11 +108,30 @@ def main(argv: list[str]) -> int:
             ap.error(f"unexpected argument {item!r}; expected published=NAME[,NAME]")
         names += [n for n in item.split("=", 1)[1].split(",") if n]
     try:
+        readers = [
+            c.name
+            for c in load_cases(names, args.published_dir)
+            if any(f.report_cell or f.compute.get("benchmark") for f in c.figures)
+        ]
+        if readers and not args.data_root.is_dir():
+            print(
+                f"error: --data-root {args.data_root}: no such directory; {', '.join(readers)} read the "
+                "opd-benchmark logs there (a checkout of SemiAnalysisAI/opd-benchmark)",
+                file=sys.stderr,
+            )
+            return 2
         rows = run(names, args.data_root, args.out, args.published_dir)
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print_table(rows)
     print(f"{table._summary_line(rows)}; written to {args.out}/index.html and reproduce.md")
-    bad = [r for r in rows if r.status in ("fail", "error")]
-    return 1 if args.strict and bad else 0
+    errors = [f"{r.case}/{r.figure_id}" for r in rows if r.status == "error"]
+    if errors:
+        shown = ", ".join(errors[:4]) + (f" and {len(errors) - 4} more" if len(errors) > 4 else "")
+        print(
+            f"error: {len(errors)} figure(s) could not be computed (notes in the table): {shown}",
+            file=sys.stderr,
+        )
+        return 2
+    return 1 if args.strict and any(r.status == "fail" for r in rows) else 0
