@@ -239,6 +239,11 @@ class ClusterConf:
     container: ContainerConf = field(default_factory=ContainerConf)
     setup: list[str] = field(default_factory=list)  # shell lines run before each job
     slurm_conf: str = ""  # SLURM_CONF for a private cluster (the testbed)
+    # Shared filesystem paths every compute node sees (at the same path inside a container):
+    # `bench prepare` writes datasets and model weights there and the rendered launch reads them.
+    # Absolute on a site; relative paths are resolved against the repository root (local, testbed).
+    data_root: str = MISSING  # <data_root>/<org>__<name>/<framework>/... + prepared.json
+    model_root: str = MISSING  # <model_root>/<org>/<name>/ (Hugging Face snapshot) + <name>.prepared.json
 
 
 @dataclass
