@@ -17,7 +17,7 @@ COMMANDS = {
     "status": ("bench.launch:status_main", "state of each job of an experiment"),
     "validate": ("bench.validate:main", "pre-flight checks of an experiment"),
     "render": ("bench.render:main", "write a framework's native launch"),
-    "ingest": ("runners.ingest:main", "native logs -> trace + metrics.json"),
+    "ingest": ("bench.ingest:main", "native logs -> trace + metrics.json"),
     "metrics": ("bench.metrics:main", "recompute a run directory's metrics.json"),
     "flops": ("bench.flops:main", "FLOPs per token of a model"),
     "cost": ("bench.cost:main", "$/GPU-hour and $/M tokens from TCO inputs"),

@@ -98,6 +98,15 @@ def _ratio(num: float, den: float, what: str) -> float:
 # --- the metrics: each takes the context and returns a number or raises Missing ---------------
 
 
+def _wall_window(manifest: dict) -> str:
+    w = manifest.get("wall_window") or {}
+    if w.get("window"):
+        return f"{w['window']}: {w['definition']}"
+    if manifest.get("wall_s") is not None:
+        return "manifest wall_s: run directory start to end as the suite recorded it"
+    return "trace: first step start to last step end"
+
+
 def wall_s(c: Context) -> float:
     """End-to-end wall time (s): manifest start/end when recorded, else the trace's time span."""
     if c.manifest.get("wall_s") is not None:
@@ -140,9 +149,17 @@ def trainer_idle_frac(c: Context) -> float:
     return _ratio(wait, wait + busy + sync, "trainer step time")
 
 
+def _unknown(c: Context, what: str, default: str) -> str:
+    """The reason an ingested run's model or hardware is unknown (manifest `inferred`), else default."""
+    entry = (c.manifest.get("inferred") or {}).get(what) or {}
+    if what == "model":
+        return c.manifest["inferred"]["model_evidence"] if entry else default
+    return entry.get("reason") or default
+
+
 def _step_flops(c: Context, df: pd.DataFrame) -> float:
     if c.model is None:
-        raise Missing("the manifest has no resolved model config")
+        raise Missing(_unknown(c, "model", "the manifest has no resolved model config"))
     tokens = df["prompt_tokens"].fillna(0) + df["response_tokens"]
     if df["response_tokens"].isna().any() or df["samples"].isna().any():
         raise Missing("response_tokens or samples missing on some steps")
@@ -157,6 +174,10 @@ def _step_flops(c: Context, df: pd.DataFrame) -> float:
 def _peak_trainer(c: Context) -> float:
     if c.cfg is None:
         raise Missing("the manifest has no resolved config (hardware, trainer GPUs)")
+    if c.cfg.get("hardware") is None:
+        raise Missing(_unknown(c, "hardware", "the manifest names no hardware"))
+    if OmegaConf.select(c.cfg, "experiment.trainer_gpus") is None:
+        raise Missing("trainer GPU count unknown: pass experiment.trainer_gpus=<n>")
     return float(c.cfg.hardware.peak_bf16_flops) * int(c.cfg.experiment.trainer_gpus)
 
 
@@ -240,15 +261,27 @@ def _total_gpus(c: Context) -> int:
     return Resolved.from_config(c.cfg).total_gpus
 
 
+def _ingested_gpus(c: Context) -> int:
+    """Every GPU an ingested run's logs name, by role (trainer, rollout, hybrid, teacher, reward)."""
+    gpus = c.manifest["inferred"].get("gpus") or {}
+    counts = [v.get("value") for v in gpus.values() if isinstance(v, dict)]
+    if not counts or None in counts:
+        raise Missing("GPU roles unknown: pass experiment.trainer_gpus=<n> experiment.generator_gpus=<n>")
+    return int(sum(counts))
+
+
 def gpu_hours(c: Context) -> float:
-    """Wall time x every GPU of the run (trainer + generator; once when colocated) / 3600."""
+    """Wall time x every GPU of the run (trainer + generator; once when colocated) / 3600. An
+    ingested run counts every role its logs name, teacher and reward GPUs included."""
+    if c.manifest.get("inferred"):
+        return c.get("wall_s") * _ingested_gpus(c) / 3600.0
     return c.get("wall_s") * _total_gpus(c) / 3600.0
 
 
 def usd_per_gpu_hour(c: Context) -> float:
     """TCO $/GPU-hour of the run's hardware (bench.cost.gpu_hour_usd)."""
-    if c.cfg is None:
-        raise Missing("the manifest has no resolved hardware config")
+    if c.cfg is None or c.cfg.get("hardware") is None:
+        raise Missing(_unknown(c, "hardware", "the manifest has no resolved hardware config"))
     return cost.gpu_hour_usd(c.cfg.hardware)["total"]
 
 
@@ -271,7 +304,7 @@ def cost_per_mtok_generated_usd(c: Context) -> float:
 def tinker_equiv_per_mtok_usd(c: Context) -> float:
     """Tinker's price for the same token mix, $ per million trained tokens (prefill once per sample)."""
     if c.model is None:
-        raise Missing("the manifest has no resolved model config")
+        raise Missing(_unknown(c, "model", "the manifest has no resolved model config"))
     prompt = float(c.steps["prompt_tokens"].fillna(0).sum())
     response = _sum(c.steps, "response_tokens")
     gen = c.values.get("generated_tokens")
@@ -294,11 +327,11 @@ def goodput_tokens_per_s(c: Context) -> float:
     w = c.w
     if w["solve_all_frac"].isna().all():
         raise Missing("the trace has no group solve fractions (zero-advantage share unknown)")
-    budget = c.cfg.workload.staleness_budget if c.cfg is not None else None
+    budget = OmegaConf.select(c.cfg, "workload.staleness_budget") if c.cfg is not None else None
     if c.rollouts is not None and budget is not None:
         r = c.rollouts
         used = r[(r.status == "used") & r.step_consumed.between(c.window.first, c.window.last)]
-        # step s (1-based) trains from policy version s - 1 (docs/trace.md)
+        # step s (1-based) trains from policy version s - 1 (bench/trace.py, policy versions)
         fresh = used[(used.step_consumed - 1 - used.policy_version_start) <= budget]
         frac_fresh = (fresh.prompt_tokens + fresh.response_tokens).sum() / max(
             1, (used.prompt_tokens + used.response_tokens).sum()
@@ -413,6 +446,8 @@ def compute(run_dir: Path | str) -> dict[str, Any]:
         "status": manifest.get("status"),
         **c.values,
         "window": {"first_step": c.window.first, "last_step": c.window.last, "rule": c.window.rule},
+        # which wall clock wall_s, trajectories_per_s and the cost figures use (docs/metrics.md)
+        "wall_window": _wall_window(manifest),
         "missing": c.missing,
         "checks": checks,
     }

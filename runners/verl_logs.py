@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from runners.base import ParseResult
+from runners.run_config import binary_share
 
 SNIFF_BYTES = 8192
 
@@ -239,8 +240,9 @@ def classify(path: Path) -> str:
     """'jsonl' | 'config' | 'wall_time' | 'text' | 'binary', from the file's first bytes."""
     with open(path, "rb") as f:
         head = f.read(SNIFF_BYTES)
-    if b"\0" in head:
+    if binary_share(head) > 0.3:
         return "binary"
+    head = head.replace(b"\0", b"")  # zero-filled blocks a crash left in a text log
     text = head.decode("utf-8", errors="replace")
     first = text.lstrip().split("\n", 1)[0]
     if first.startswith("{") and '"step"' in first and '"data"' in first:

@@ -429,45 +429,6 @@ def test_empty_or_missing_dir_warns(tmp_path):
     assert r.steps == [] and "no verl step records" in r.warnings[0]
 
 
-# ---- ingest CLI on the real run ----
-
-
-def test_ingest_cli_writes_native_run_dir(tmp_path, opd_results):
-    import pandas as pd
-
-    from bench.trace import RunPaths, read_gpu, read_manifest, read_steps
-    from runners.ingest import main
-
-    out = tmp_path / "opd-verl"
-    rc = main(
-        [
-            "--framework", "verl", "--logs", str(opd_results / "verl"), "--out", str(out),
-            "experiment=smoke", "experiment.placement=colocated", "experiment.trainer_gpus=1",
-            "experiment.generator_gpus=1", "model=qwen3_0_6b",
-        ]
-    )  # fmt: skip
-    assert rc == 0
-    paths = RunPaths(out)
-    m = read_manifest(paths)
-    assert (m["mode"], m["status"], m["framework_version"], m["wall_s"]) == (
-        "native",
-        "completed",
-        "0.9.1",
-        229.0,
-    )
-    steps = read_steps(paths.steps)
-    assert len(steps) == 15 and steps.samples.sum() == 1920
-    gpu = read_gpu(paths.gpu)
-    assert sorted(gpu.gpu.unique()) == [0, 1]
-    # trapezoid of both GPUs' power over the run: REPORT.md's 14.9 Wh
-    wh = sum(
-        ((g.power_w.values[1:] + g.power_w.values[:-1]) / 2 * (g.t_s.diff().values[1:])).sum() / 3600
-        for _, g in gpu.sort_values("t_s").groupby("gpu")
-    )
-    assert wh == pytest.approx(14.9, abs=0.05)
-    assert isinstance(steps, pd.DataFrame) and paths.metrics.exists()
-
-
 def test_native_site_knobs_pass_through(verl_root):
     _, launch = _launch(
         "experiment=smoke",

@@ -1,0 +1,340 @@
+"""What an ingested run was: the facts its logs hold (runners/<framework>_config.py), the model
+matched against conf/model, the hardware, and what the user gave -> manifest `inferred` + config.
+
+Rules (issue 13): a value the logs hold wins; a user value that contradicts it is refused naming
+both; a value the logs lack is taken from the user and marked "given"; anything else is unknown
+(null with the reason), never a default. The model is matched on the logged architecture (layers,
+hidden, heads, KV heads, head dim, FFN, vocab; or the total parameter count with the model class),
+else named by its path; with a full architecture and no match, FLOPs come from the logged
+architecture itself. The hardware comes from telemetry (nvidia-smi's GPU name), a suite manifest
+beside the logs, or the user.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import OmegaConf
+
+from bench import flops
+from bench.config import CONF_DIR, ModelConf
+from runners.run_config import Fact, Facts
+
+PARAMS_TOLERANCE = 0.005  # logged vs conf/model parameter count (norms and biases are ~0.01%)
+HARDWARE_UNKNOWN = "hardware unknown: pass hardware=<name>"
+# fact -> the config key a user sets for it (experiment.trainer_gpus=8, workload.group_size=16)
+CONFIG_KEYS = {
+    "group_size": "workload.group_size",
+    "prompts_per_step": "workload.prompts_per_step",
+    "max_prompt_len": "workload.max_prompt_len",
+    "max_response_len": "workload.max_response_len",
+    "total_steps": "workload.steps",
+    "staleness_bound": "workload.staleness_budget",
+    "gpus.trainer": "experiment.trainer_gpus",
+    "gpus.rollout": "experiment.generator_gpus",
+    "gpus.hybrid": "experiment.trainer_gpus",
+}
+# nvidia-smi `name` -> conf/hardware file; only names whose variant is unambiguous
+GPU_NAMES = (
+    (r"GB300", "gb300"),
+    (r"B200", "b200"),
+    (r"H200", "h200"),
+    (r"H100 80GB HBM3|H100 SXM", "h100_sxm"),
+    (r"\bH20\b", "h20"),
+)
+ARCH_FIELDS = {"layers": "layers", "hidden": "hidden", "q_heads": "q_heads", "kv_heads": "kv_heads",
+               "head_dim": "head_dim", "vocab": "vocab"}  # fmt: skip
+
+
+class Conflict(ValueError):
+    """User values that contradict the logs; str() is one line per contradiction."""
+
+
+def _model_yaml(stem: str) -> dict[str, Any]:
+    """conf/model/<stem>.yaml with the sibling files its `defaults:` list names merged under it."""
+    raw = yaml.safe_load((CONF_DIR / "model" / f"{stem}.yaml").read_text()) or {}
+    merged: dict[str, Any] = {}
+    for d in raw.pop("defaults", []) or []:
+        if isinstance(d, str) and d != "_self_" and not d.startswith("/"):
+            merged.update(_model_yaml(d))
+    return {**merged, **raw}
+
+
+def conf_models() -> dict[str, dict[str, Any]]:
+    """conf/model/<file>.yaml -> the typed model node (schema defaults filled) as a dict."""
+    out = {}
+    for path in sorted((CONF_DIR / "model").glob("*.yaml")):
+        node = OmegaConf.merge(OmegaConf.structured(ModelConf), _model_yaml(path.stem))
+        out[path.stem] = OmegaConf.to_container(node, enum_to_str=True)
+    return out
+
+
+def _total_params(model: dict[str, Any]) -> float:
+    from types import SimpleNamespace
+
+    return flops.param_counts(SimpleNamespace(**model))["total"]
+
+
+def _arch_agrees(arch: dict[str, Any], model: dict[str, Any]) -> list[str]:
+    """The logged fields that differ from a conf/model entry (`hidden 1024 vs 4096`)."""
+    diffs = [
+        f"{k} {arch[k]} vs {model[f]}" for k, f in ARCH_FIELDS.items() if k in arch and arch[k] != model[f]
+    ]
+    if "ffn" in arch:
+        ffn = model["ffn_dense"] or model["ffn_expert"]
+        if arch["ffn"] != ffn and arch["ffn"] != model["ffn_dense"]:
+            diffs.append(f"ffn {arch['ffn']} vs {ffn}")
+    if "params" in arch:
+        total = _total_params(model)
+        if abs(arch["params"] - total) > PARAMS_TOLERANCE * total:
+            diffs.append(f"params {arch['params'] / 1e6:.2f}M vs {total / 1e6:.2f}M")
+    return diffs
+
+
+def _class_family(arch: dict[str, Any], model: dict[str, Any]) -> bool:
+    """Qwen3ForCausalLM names model_type qwen3: a logged class must name the conf model's type."""
+    cls = str(arch.get("class", ""))
+    if not cls:
+        return True
+    stem = cls.split("For")[0].lower()
+    return stem == str(model["model_type"]).replace("_", "").lower()
+
+
+def match_model(facts: Facts) -> tuple[str | None, dict[str, Any] | None, str, str | None]:
+    """(conf/model name or None, model dict for FLOPs or None, evidence, source)."""
+    arch_fact, path_fact = facts.get("architecture"), facts.get("model_path")
+    models = conf_models()
+    if arch_fact:
+        arch = arch_fact.value
+        enough = ("layers" in arch and "hidden" in arch) or ("params" in arch and "class" in arch)
+        hits = [
+            n for n, m in models.items() if enough and _class_family(arch, m) and not _arch_agrees(arch, m)
+        ]
+        if len(hits) == 1:
+            shown = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in arch.items())
+            return (
+                hits[0],
+                models[hits[0]],
+                f"logged architecture {shown} matches conf/model/{hits[0]}.yaml",
+                arch_fact.source,
+            )
+        full = _from_architecture(arch)
+        if full is not None:
+            return (
+                None,
+                full,
+                "no conf/model entry matches the logged architecture: FLOPs from the logged architecture itself",
+                arch_fact.source,
+            )
+    if path_fact:
+        for name, m in models.items():
+            short = m["name"].split("/")[-1]
+            if re.search(rf"(^|/){re.escape(short)}($|[-_/])", str(path_fact.value), re.I):
+                return name, m, f"model path {path_fact.value!r} names {m['name']}", path_fact.source
+    why = (
+        "the logs print no architecture"
+        if not arch_fact
+        else "the logged architecture matches no conf/model entry"
+    )
+    return None, None, f"model unknown: {why}; pass model=<conf/model name>", None
+
+
+def _from_architecture(arch: dict[str, Any]) -> dict[str, Any] | None:
+    """A ModelConf-shaped dict from a complete logged dense/MoE GQA architecture, else None."""
+    need = ("layers", "hidden", "q_heads", "kv_heads", "head_dim", "ffn", "vocab")
+    if not all(arch.get(k) for k in need):
+        return None
+    moe = bool(arch.get("experts"))
+    return {
+        **{f.name: f.default for f in dataclasses.fields(ModelConf) if not isinstance(f.default, str) or f.default != "???"},
+        "name": f"logged architecture ({arch.get('class', 'unnamed')})",
+        "model_type": "logged",
+        "layers": arch["layers"], "hidden": arch["hidden"], "q_heads": arch["q_heads"],
+        "kv_heads": arch["kv_heads"], "head_dim": arch["head_dim"], "vocab": arch["vocab"],
+        "ffn_dense": 0 if moe else arch["ffn"], "ffn_expert": arch.get("ffn_expert", 0) if moe else 0,
+        "routed_experts": arch.get("experts", 0), "top_k": arch.get("top_k", 0),
+        "dense_layers": 0 if moe else arch["layers"], "tied_embeddings": bool(arch.get("tied_embeddings")),
+        "attention": "gqa", "max_context": 0,
+    }  # fmt: skip
+
+
+def hardware_from_name(gpu_name: str) -> str | None:
+    for pattern, conf in GPU_NAMES:
+        if re.search(pattern, gpu_name):
+            return conf
+    return None
+
+
+def hardware_from_logs(log_dir: Path, gpu_names: list[str]) -> tuple[str | None, str | None, str]:
+    """(conf/hardware name, source, note) from telemetry GPU names or a suite manifest."""
+    for name in gpu_names:
+        conf = hardware_from_name(name)
+        if conf:
+            return conf, f"telemetry: nvidia-smi name {name!r}", ""
+        return None, None, f"telemetry GPU {name!r} has no conf/hardware entry"
+    for m in (log_dir / "manifest.json", log_dir.parent / "manifest.json"):
+        if m.is_file():
+            try:
+                hw = (json.loads(m.read_text()).get("config") or {}).get("hardware") or {}
+            except (json.JSONDecodeError, AttributeError):
+                continue
+            conf = next((p.stem for p in (CONF_DIR / "hardware").glob("*.yaml")
+                         if yaml.safe_load(p.read_text()).get("name") == hw.get("name")), None)  # fmt: skip
+            if conf:
+                return conf, str(m), ""
+    return None, None, ""
+
+
+def _given(overrides: list[str]) -> tuple[set[str], set[str]]:
+    """(config groups chosen, dotted keys set) by the user's overrides."""
+    keys = {o.split("=", 1)[0].lstrip("+~") for o in overrides if "=" in o}
+    return {k for k in keys if "." not in k}, {k for k in keys if "." in k}
+
+
+def _is_given(key: str, groups: set[str], keys: set[str]) -> bool:
+    return key in keys or key.split(".")[0] in groups or "experiment" in groups
+
+
+def _conf_name(node: Any, group: str) -> str | None:
+    """conf/<group> file whose `name` is node.name."""
+    for p in sorted((CONF_DIR / group).glob("*.yaml")):
+        if (yaml.safe_load(p.read_text()) or {}).get("name") == node.get("name"):
+            return p.stem
+    return None
+
+
+def resolve(
+    facts: Facts, overrides: list[str], cfg: Any, hardware: tuple[str | None, str | None, str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(inferred block, config for metrics) from the logs' facts and the user's overrides; raises
+    Conflict when a given value contradicts a logged one."""
+    groups, keys = _given(overrides)
+    conflicts: list[str] = []
+    facts = dict(facts)
+    for name, key in CONFIG_KEYS.items():
+        if not _is_given(key, groups, keys):
+            continue
+        given = OmegaConf.select(cfg, key)
+        logged = facts.get(name)
+        if logged is not None and given is not None and given != logged.value:
+            conflicts.append(f"{key}={given} (given) contradicts the logs: {logged.value} ({logged.source})")
+        elif logged is None and given is not None and name != "gpus.hybrid":
+            if name in ("gpus.trainer", "gpus.rollout") and "gpus.hybrid" in facts:
+                continue
+            facts[name] = Fact(given, "given")
+    if _is_given("experiment.placement", groups, keys) and any(k.startswith("gpus.") for k in facts):
+        placement = str(OmegaConf.select(cfg, "experiment.placement")).split(".")[-1]
+        logged_colocated = "gpus.hybrid" in facts
+        if (placement == "colocated") != logged_colocated:
+            src = next(f.source for k, f in facts.items() if k.startswith("gpus."))
+            shown = "colocated (hybrid)" if logged_colocated else "separate trainer and rollout GPUs"
+            conflicts.append(
+                f"experiment.placement={placement} (given) contradicts the logs: {shown} ({src})"
+            )
+    model_name, model, evidence, model_src = match_model(facts)
+    if "model" in groups or "experiment" in groups:
+        given = _conf_name(cfg.model, "model")
+        if model_name and given != model_name:
+            conflicts.append(
+                f"model={given} (given) contradicts the logs: {model_name} ({evidence}, {model_src})"
+            )
+        elif model_name is None:
+            arch = facts.get("architecture")
+            diffs = _arch_agrees(arch.value, conf_models()[given]) if arch and given else []
+            if diffs:
+                conflicts.append(
+                    f"model={given} (given) contradicts the logged architecture: {'; '.join(diffs)} ({arch.source})"
+                )
+            model_name, model, evidence, model_src = (
+                given,
+                conf_models().get(given),
+                "given by the user",
+                "given",
+            )
+    hw_name, hw_src, hw_note = hardware
+    if "hardware" in groups or "experiment" in groups:
+        given = _conf_name(cfg.hardware, "hardware")
+        if hw_name and given != hw_name:
+            conflicts.append(f"hardware={given} (given) contradicts the logs: {hw_name} ({hw_src})")
+        hw_name, hw_src = given, hw_src or "given"
+    if conflicts:
+        raise Conflict("\n".join(conflicts))
+    return _inferred(facts, model_name, model, evidence, model_src, hw_name, hw_src, hw_note), _config(
+        facts, cfg, model, hw_name, groups
+    )
+
+
+def _entry(fact: Fact | None, what: str) -> dict[str, Any]:
+    if fact is None:
+        return {"value": None, "source": None, "reason": f"{what} not found in the logs; pass it to set it"}
+    return fact.as_json()
+
+
+def _inferred(facts, model_name, model, evidence, model_src, hw_name, hw_src, hw_note) -> dict[str, Any]:
+    gpus = {k.split(".", 1)[1]: f.as_json() for k, f in facts.items() if k.startswith("gpus.")}
+    out: dict[str, Any] = {
+        "model": {"value": model_name, "name": model["name"] if model else None, "source": model_src},
+        "model_evidence": evidence,
+        "model_path": _entry(facts.get("model_path"), "model path"),
+        "architecture": _entry(facts.get("architecture"), "architecture"),
+        "hardware": {"value": hw_name, "source": hw_src}
+        if hw_name
+        else {
+            "value": None,
+            "source": None,
+            "reason": f"{HARDWARE_UNKNOWN}" + (f" ({hw_note})" if hw_note else ""),
+        },
+        "gpus": gpus or {"value": None, "source": None, "reason": "GPU roles not found in the logs"},
+    }
+    for name, what in (
+        ("nodes", "node count"),
+        ("group_size", "group size"),
+        ("prompts_per_step", "prompts per step"),
+        ("max_prompt_len", "max prompt length"),
+        ("max_response_len", "max response length"),
+        ("total_steps", "configured step count"),
+        ("mode", "mode"),
+        ("staleness_bound", "staleness bound"),
+    ):
+        out[name] = _entry(facts.get(name), what)
+    return out
+
+
+def _config(
+    facts: Facts, cfg: Any, model: dict | None, hw_name: str | None, groups: set[str]
+) -> dict[str, Any]:
+    """The config metrics read: the user's composed nodes where given, inferred values over them,
+    null where unknown (never the compose defaults of an unnamed experiment)."""
+    full = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    given_exp = "experiment" in groups
+    exp = dict(full["experiment"]) if given_exp else {"name": "ingested"}
+    work = dict(full["workload"]) if given_exp or "workload" in groups else {}
+    value = {k: f.value for k, f in facts.items()}
+    if "gpus.hybrid" in value:
+        exp.update(
+            placement="colocated", trainer_gpus=value["gpus.hybrid"], generator_gpus=value["gpus.hybrid"]
+        )
+    elif "gpus.trainer" in value or "gpus.rollout" in value:
+        exp.update(
+            placement="disaggregated",
+            trainer_gpus=value.get("gpus.trainer"),
+            generator_gpus=value.get("gpus.rollout"),
+        )
+    exp.setdefault("placement", None)
+    exp.setdefault("trainer_gpus", None)
+    exp.setdefault("generator_gpus", None)
+    for name, key in CONFIG_KEYS.items():
+        if key.startswith("workload.") and name in value:
+            work[key.split(".", 1)[1]] = value[name]
+    return {
+        "framework": full["framework"],
+        "model": model,
+        "hardware": full["hardware"] if hw_name else None,
+        "experiment": exp,
+        "workload": work,
+    }

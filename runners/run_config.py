@@ -1,0 +1,113 @@
+"""What ran, as the framework wrote it: facts read from a run's own files, each with its source.
+
+The per-framework readers (runners/verl_config.py, slime_config.py, prime_rl_config.py) return a
+`Facts` mapping: a name from FACT_NAMES -> Fact(value, source), where source is "<file>:<line>"
+relative to the log folder. A fact the files do not hold is absent, never defaulted; bench/ingest.py
+adds what the user gives ("given") and matches the architecture against conf/model.
+
+Fact names:
+- model_path: the checkpoint path or hub id the trainer loaded (often a local path: not a model id)
+- architecture: {layers, hidden, q_heads, kv_heads, head_dim, ffn, vocab, params, class}, each
+  present only when logged (params: total parameter count; class: e.g. Qwen3ForCausalLM)
+- gpus.<role>: GPUs of one role: trainer, rollout, hybrid (trainer and rollout colocated on the
+  same GPUs), teacher, reward
+- nodes, group_size (samples per prompt), prompts_per_step, max_prompt_len, max_response_len
+  (tokens), total_steps (the steps the run was configured for), mode (the framework's own name),
+  staleness_bound (policy versions a sample may lag, when the mode has one)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FACT_NAMES = (
+    "model_path",
+    "architecture",
+    "gpus.trainer",
+    "gpus.rollout",
+    "gpus.hybrid",
+    "gpus.teacher",
+    "gpus.reward",
+    "nodes",
+    "group_size",
+    "prompts_per_step",
+    "max_prompt_len",
+    "max_response_len",
+    "total_steps",
+    "mode",
+    "staleness_bound",
+)
+SNIFF_BYTES = 1 << 20  # config dumps sit at the start of a log: never read a whole 2 GB console
+
+
+@dataclass
+class Fact:
+    value: Any
+    source: str  # "<file relative to the log folder>:<1-based line>", or "given"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"value": self.value, "source": self.source}
+
+
+Facts = dict[str, Fact]
+
+
+def source(root: Path, path: Path, line: int | None) -> str:
+    """'<path relative to root>:<line>' (just the path when the line is unknown)."""
+    rel = path.name if root == path or not root.is_dir() else str(path.relative_to(root))
+    return f"{rel}:{line}" if line else rel
+
+
+def head_text(path: Path, limit: int = SNIFF_BYTES) -> str:
+    """The first `limit` bytes as text: NUL bytes dropped, CRLF read as LF, bad UTF-8 replaced."""
+    with open(path, "rb") as f:
+        raw = f.read(limit)
+    return raw.replace(b"\0", b"").replace(b"\r\n", b"\n").decode("utf-8", errors="replace")
+
+
+def text_files(log_dir: Path) -> list[Path]:
+    """Every regular file under log_dir (or log_dir itself), sorted, hidden folders included
+    (.hydra holds verl's config)."""
+    if log_dir.is_file():
+        return [log_dir]
+    return sorted(p for p in log_dir.rglob("*") if p.is_file())
+
+
+def line_at(text: str, offset: int) -> int:
+    """1-based line number of character `offset` in text."""
+    return text.count("\n", 0, offset) + 1
+
+
+def find_line(text: str, pattern: str, flags: int = re.M) -> tuple[re.Match | None, int | None]:
+    """First match of `pattern` in text and its 1-based line number."""
+    m = re.search(pattern, text, flags)
+    return (m, line_at(text, m.start())) if m else (None, None)
+
+
+def positive_int(v: Any) -> int | None:
+    """v as an int when it is a positive whole number (a YAML int, '16', 16.0); else None."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return int(f) if f > 0 and f == int(f) else None
+
+
+def put(facts: Facts, name: str, value: Any, src: str) -> None:
+    """Record a fact once: the first reader to find a value wins (callers read the most direct
+    file first), and None is never recorded."""
+    if value is not None and name not in facts:
+        facts[name] = Fact(value, src)
+
+
+def binary_share(head: bytes) -> float:
+    """Share of a file's first bytes that are neither text nor UTF-8. NUL bytes are left out: a
+    crash can leave zero-filled blocks in a text log, which stays a log."""
+    head = head.replace(b"\0", b"")
+    if not head:
+        return 0.0
+    control = sum(b < 9 or 13 < b < 32 for b in head)
+    return (control + head.decode("utf-8", "replace").count("\ufffd")) / len(head)

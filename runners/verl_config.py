@@ -1,0 +1,133 @@
+"""verl: the configuration that ran, read from the run's own files -> Facts (runners/run_config.py).
+
+Where verl writes it (found by content, never by name):
+- a dumped config YAML (`.hydra/config.yaml`, or a copy: top-level `actor_rollout_ref:` and
+  `trainer:`), OmegaConf interpolations resolved against the same file;
+- the console log: main_ppo's TaskRunner pprints the resolved config
+  (`(TaskRunner pid=N) {'actor_rollout_ref': {...`), one Ray-prefixed line per key;
+- Hydra's override list (`.hydra/overrides.yaml`: `- data.train_batch_size=8`);
+- the architecture: `Qwen3ForCausalLM contains 596.05M parameters` (fsdp_workers), the only
+  architecture line verl prints.
+
+Keys (verl 0.4-0.9): group size `actor_rollout_ref.rollout.n`; prompts per step
+`data.train_batch_size`; `data.max_prompt_length` / `max_response_length`; trainer GPUs
+`trainer.nnodes x trainer.n_gpus_per_node`, colocated with rollout (hybrid) unless a separate rollout
+pool is configured (`rollout.nnodes x rollout.n_gpus_per_node` of the one-step-off / fully-async
+recipes); teacher `distillation.nnodes x distillation.n_gpus_per_node` when `distillation.enabled`;
+reward model `reward_model.nnodes x n_gpus_per_node` when it has its own pool;
+`trainer.total_training_steps`; staleness `async_training.staleness_threshold`.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from runners.config_tree import Tree, from_overrides, from_pprint_dump, from_yaml
+from runners.run_config import Facts, head_text, positive_int, put, source, text_files
+
+PARAMS_LINE = re.compile(r"(\w+For\w+) contains ([\d.]+)([KMBT]) parameters")
+SCALE = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
+DUMP_START = re.compile(
+    r"^(?:\S*\([\w.:-]+ pid=\d+[^)]*\)\S* ?)?\{'(?:actor_rollout_ref|data|algorithm)':", re.M
+)
+
+
+def trees(log_dir: Path) -> list[Tree]:
+    """Every config verl left under log_dir, most direct first: YAML dumps, console dumps, overrides."""
+    dumps, consoles, overrides = [], [], []
+    for path in text_files(log_dir):
+        text = head_text(path)
+        if re.search(r"^actor_rollout_ref:", text, re.M) and re.search(r"^trainer:", text, re.M):
+            t = from_yaml(text, path, log_dir)
+            if t:
+                dumps.append(t)
+        elif re.search(r"^\s*-\s*\+*[\w.]+=", text, re.M) and path.suffix in (".yaml", ".yml"):
+            t = from_overrides(text, path, log_dir)
+            if t:
+                overrides.append(t)
+        else:
+            m = DUMP_START.search(text)
+            if m:
+                start = m.start() + m.group(0).index("{")
+                t = from_pprint_dump(text, start, path, log_dir)
+                if t:
+                    consoles.append(t)
+    return dumps + consoles + overrides
+
+
+def _first(ts: list[Tree], key: str) -> tuple[Any, str | None]:
+    for t in ts:
+        v, src = t.get(key)
+        if v is not None:
+            return v, src
+    return None, None
+
+
+def _count(ts: list[Tree], prefix: str) -> tuple[int | None, str | None]:
+    """nnodes x n_gpus_per_node of one pool, from the first file that has both."""
+    for t in ts:
+        nodes, _ = t.get(f"{prefix}.nnodes")
+        per, src = t.get(f"{prefix}.n_gpus_per_node")
+        if positive_int(nodes) and positive_int(per):
+            return positive_int(nodes) * positive_int(per), src
+    return None, None
+
+
+def _truthy(ts: list[Tree], key: str) -> bool:
+    v, _ = _first(ts, key)
+    return v is True or str(v).lower() == "true"
+
+
+def read(log_dir: Path | str, run_info: dict[str, Any] | None = None) -> Facts:
+    """Facts of a verl run folder (or one log file); run_info is the parser's (for the mode)."""
+    log_dir = Path(log_dir)
+    facts: Facts = {}
+    ts = trees(log_dir)
+    for name, key in (
+        ("group_size", "actor_rollout_ref.rollout.n"),
+        ("prompts_per_step", "data.train_batch_size"),
+        ("max_prompt_len", "data.max_prompt_length"),
+        ("max_response_len", "data.max_response_length"),
+        ("total_steps", "trainer.total_training_steps"),
+        ("nodes", "trainer.nnodes"),
+    ):
+        v, src = _first(ts, key)
+        put(facts, name, positive_int(v), src or "")
+    v, src = _first(ts, "actor_rollout_ref.model.path")
+    put(facts, "model_path", v if isinstance(v, str) else None, src or "")
+    trainer, t_src = _count(ts, "trainer")
+    rollout, r_src = _count(ts, "rollout")  # a separate rollout pool (one-step-off, fully async)
+    if trainer and rollout:
+        put(facts, "gpus.trainer", trainer, t_src)
+        put(facts, "gpus.rollout", rollout, r_src)
+    elif trainer:
+        put(facts, "gpus.hybrid", trainer, t_src)  # actor and rollout share the trainer's GPUs
+    if _truthy(ts, "distillation.enabled"):
+        n, src = _count(ts, "distillation")
+        put(facts, "gpus.teacher", n, src)
+    if _truthy(ts, "reward_model.enable"):
+        n, src = _count(ts, "reward_model")
+        put(facts, "gpus.reward", n, src)
+    v, src = _first(ts, "async_training.staleness_threshold")
+    if v is not None:
+        put(facts, "staleness_bound", v, src)
+    if run_info and run_info.get("mode") and run_info.get("mode_source") != "assumed":
+        # verl_logs decides the mode from the actor prefix, the metric keys or trainer.v1
+        put(facts, "mode", run_info["mode"], f"verl step records ({run_info.get('mode_source')})")
+    arch = _architecture(log_dir)
+    if arch:
+        put(facts, "architecture", arch[0], arch[1])
+    return facts
+
+
+def _architecture(log_dir: Path) -> tuple[dict[str, Any], str] | None:
+    for path in text_files(log_dir):
+        text = head_text(path, 8 << 20)
+        m = PARAMS_LINE.search(text)
+        if m:
+            params = float(m.group(2)) * SCALE[m.group(3)]
+            line = text.count("\n", 0, m.start()) + 1
+            return {"class": m.group(1), "params": params}, source(log_dir, path, line)
+    return None

@@ -1,0 +1,111 @@
+"""Bad input to `python -m bench ingest`: one line naming the problem and the fix, exit 2, nothing
+written or overwritten (issue 11, section 2). Run through the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "bench", "ingest", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _errors(p: subprocess.CompletedProcess) -> list[str]:
+    assert "Traceback" not in p.stderr
+    return [ln for ln in p.stderr.splitlines() if ln.startswith("error: ")]
+
+
+def test_missing_logs(tmp_path):
+    p = _cli("--framework", "verl", "--logs", str(tmp_path / "nope"), "--out", str(tmp_path / "run"))
+    assert p.returncode == 2
+    assert _errors(p) == [f"error: --logs {tmp_path / 'nope'}: no such file or directory"]
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("content", [None, b""])
+def test_empty_logs_write_no_run_directory(tmp_path, content):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    if content is not None:
+        (logs / "run.log").write_bytes(content)
+    p = _cli("--framework", "slime", "--logs", str(logs), "--out", str(tmp_path / "run"))
+    assert p.returncode == 2
+    assert _errors(p) == [f"error: --logs {logs}: empty (no file with any content); nothing to ingest"]
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("framework", "logs", "other"),
+    [("verl", "prime", "prime_rl"), ("prime_rl", "verl", "verl"), ("verl", "miles", "slime")],
+)
+def test_another_frameworks_logs_name_the_right_flag(tmp_path, opd_results, framework, logs, other):
+    p = _cli("--framework", framework, "--logs", str(opd_results / logs), "--out", str(tmp_path / "run"))
+    assert p.returncode == 2
+    (line,) = _errors(p)
+    shown = other.replace("_", "-")
+    assert line.endswith(f"these look like {shown} logs: `--framework {other}`")
+    assert not (tmp_path / "run").exists()
+
+
+def test_existing_run_directory_is_never_overwritten(tmp_path, opd_results):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "manifest.json").write_text('{"kept": true}')
+    p = _cli("--framework", "verl", "--logs", str(opd_results / "verl"), "--out", str(out))
+    assert p.returncode == 2
+    assert _errors(p) == [
+        f"error: --out {out}: already exists; runs are never overwritten: choose a new directory"
+    ]
+    assert (out / "manifest.json").read_text() == '{"kept": true}' and sorted(out.iterdir()) == [
+        out / "manifest.json"
+    ]
+
+
+def test_unknown_framework_lists_the_known_ones(tmp_path, opd_results):
+    p = _cli("--framework", "verll", "--logs", str(opd_results / "verl"), "--out", str(tmp_path / "run"))
+    assert p.returncode == 2
+    assert _errors(p) == ["error: framework 'verll' not found; choose one of prime_rl, slime, verl"]
+
+
+def test_given_values_that_contradict_the_logs_are_refused_naming_both(tmp_path, opd_results):
+    """The new user's mistake of issue 13: experiment=smoke (Qwen3-8B, 8 + 8 GPUs) on the 2 x H100
+    Qwen3-0.6B run is refused, every contradiction named with the logged value and its line."""
+    p = _cli(
+        "--framework",
+        "verl",
+        "--logs",
+        str(opd_results / "verl"),
+        "--out",
+        str(tmp_path / "run"),
+        "experiment=smoke",
+    )
+    assert p.returncode == 2
+    errors = _errors(p)
+    assert "error: workload.prompts_per_step=64 (given) contradicts the logs: 8 (config.yaml:467)" in errors
+    assert "error: experiment.trainer_gpus=8 (given) contradicts the logs: 1 (config.yaml:905)" in errors
+    assert any(
+        e.startswith("error: model=qwen3_8b (given) contradicts the logs: qwen3_0_6b (") for e in errors
+    )
+    assert not (tmp_path / "run").exists()
+    p = _cli(
+        "--framework",
+        "verl",
+        "--logs",
+        str(opd_results / "verl"),
+        "--out",
+        str(tmp_path / "run"),
+        "workload.group_size=8",
+    )
+    assert _errors(p) == ["error: workload.group_size=8 (given) contradicts the logs: 16 (config.yaml:295)"]

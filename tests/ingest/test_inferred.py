@@ -1,0 +1,236 @@
+"""`bench ingest` with no experiment: every real opd-benchmark run (2 x H100, Qwen3-0.6B student and
+teacher) tells its own model, GPU roles, group size, prompts per step and max lengths. Each
+expected value below is read off the fixture's own file at the line the manifest cites."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from bench import flops
+from bench.infer import conf_models
+from bench.ingest import main as ingest
+from bench.trace import RunPaths, read_manifest, read_steps
+
+
+def _line(path: Path, n: int) -> str:
+    return path.read_text(errors="replace").splitlines()[n - 1]
+
+
+def _run(tmp_path_factory, fw: str, logs: Path, *overrides: str) -> Path:
+    out = tmp_path_factory.mktemp(fw) / "run"
+    assert ingest(["--framework", fw, "--logs", str(logs), "--out", str(out), *overrides]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def verl_run(tmp_path_factory, opd_results):
+    return _run(tmp_path_factory, "verl", opd_results / "verl")
+
+
+@pytest.fixture(scope="module")
+def miles_run(tmp_path_factory, opd_results):
+    return _run(tmp_path_factory, "slime", opd_results / "miles")
+
+
+@pytest.fixture(scope="module")
+def prime_run(tmp_path_factory, opd_results):
+    return _run(tmp_path_factory, "prime_rl", opd_results / "prime")
+
+
+def _values(run: Path) -> dict:
+    inf = read_manifest(RunPaths(run))["inferred"]
+    return {
+        "model": inf["model"]["value"],
+        "gpus": {role: e["value"] for role, e in inf["gpus"].items()},
+        **{
+            k: inf[k]["value"]
+            for k in ("group_size", "prompts_per_step", "max_prompt_len", "max_response_len")
+        },
+        "total_steps": inf["total_steps"]["value"],
+        "nodes": inf["nodes"]["value"],
+    }
+
+
+def test_verl_run_infers_its_configuration(verl_run, opd_results):
+    d = opd_results / "verl"
+    assert _values(verl_run) == {
+        "model": "qwen3_0_6b",
+        "gpus": {"hybrid": 1, "teacher": 1},  # actor + rollout on GPU 0, the teacher on GPU 1
+        "group_size": 16,
+        "prompts_per_step": 8,
+        "max_prompt_len": 512,
+        "max_response_len": 128,
+        "total_steps": 15,
+        "nodes": 1,
+    }
+    inf = read_manifest(RunPaths(verl_run))["inferred"]
+    # the sources name the dumped config's lines, which hold exactly these values
+    assert (
+        inf["group_size"]["source"] == "config.yaml:295"
+        and _line(d / "config.yaml", 295).strip() == "'n': 16"
+    )
+    assert _line(d / "config.yaml", 467).strip() == "train_batch_size: 8"
+    assert inf["prompts_per_step"]["source"] == "config.yaml:467"
+    assert _line(d / "config.yaml", 466).strip() == "max_response_length: 128"
+    assert inf["gpus"]["hybrid"]["source"] == "config.yaml:905"
+    assert _line(d / "config.yaml", 905).strip() == "n_gpus_per_node: 1"
+    assert _line(d / "config.yaml", 841).strip() == "n_gpus_per_node: 1"  # distillation: (the teacher)
+    # the model from the only architecture line verl prints, against conf/model's parameter count
+    assert inf["model"]["source"] == "run.log:904"
+    assert _line(d / "run.log", 904).endswith("Qwen3ForCausalLM contains 596.05M parameters")
+    assert "matches conf/model/qwen3_0_6b.yaml" in inf["model_evidence"]
+    assert inf["model_path"]["value"] == "/root/opd-bench/models/student"  # a local path, not a model id
+
+
+def test_verl_config_is_read_from_the_console_dump_alone(tmp_path, opd_results):
+    """Without config.yaml the same values come from TaskRunner's pprint'ed config in run.log."""
+    from runners import verl_config
+
+    src = opd_results / "verl"
+    (tmp_path / "run.log").write_bytes((src / "run.log").read_bytes())
+    facts = verl_config.read(tmp_path)
+    got = {k: (f.value, f.source) for k, f in facts.items() if k != "architecture"}
+    assert got == {
+        "group_size": (16, "run.log:357"),
+        "prompts_per_step": (8, "run.log:627"),
+        "max_prompt_len": (512, "run.log:614"),
+        "max_response_len": (128, "run.log:615"),
+        "total_steps": (15, "run.log:845"),
+        "nodes": (1, "run.log:836"),
+        "model_path": ("/root/opd-bench/models/student", "run.log:192"),
+        "gpus.hybrid": (1, "run.log:835"),
+        "gpus.teacher": (1, "run.log:652"),
+    }
+    log = src / "run.log"
+    assert _line(log, 357).endswith("'n': 16,") and _line(log, 627).endswith("'train_batch_size': 8,")
+    assert _line(log, 835).endswith("'n_gpus_per_node': 1,") and _line(log, 652).endswith(
+        "'n_gpus_per_node': 1,"
+    )
+
+
+def test_miles_run_infers_its_configuration(miles_run, opd_results):
+    d = opd_results / "miles"
+    v = _values(miles_run)
+    assert v == {
+        "model": "qwen3_0_6b",
+        "gpus": {"hybrid": 1, "teacher": 1},  # --colocate trainer + SGLang rollout; external teacher
+        "group_size": 16,
+        "prompts_per_step": 8,
+        "max_prompt_len": None,  # rollout_max_prompt_len ... None in the argument dump
+        "max_response_len": 128,
+        "total_steps": 15,
+        "nodes": 1,
+    }
+    inf = read_manifest(RunPaths(miles_run))["inferred"]
+    assert inf["group_size"]["source"] == "run.log:658"
+    assert _line(d / "run.log", 658).split() == ["n_samples_per_prompt", "." * 28, "16"]
+    assert _line(d / "run.log", 835).split()[::2] == ["rollout_batch_size", "8"]
+    assert _line(d / "run.log", 847).split()[::2] == ["rollout_max_response_len", "128"]
+    assert _line(d / "run.log", 37).split()[::2] == ["actor_num_gpus_per_node", "1"]
+    assert inf["gpus"]["teacher"]["source"] == "teacher.log:6"
+    assert "tp_size=1," in _line(d / "teacher.log", 6) and "dp_size=1," in _line(d / "teacher.log", 6)
+    arch = inf["architecture"]["value"]
+    assert (arch["layers"], arch["hidden"], arch["q_heads"], arch["kv_heads"], arch["head_dim"]) == (
+        28,
+        1024,
+        16,
+        8,
+        128,
+    )
+    assert (arch["ffn"], arch["vocab"], arch["params"]) == (3072, 151936, 596049920.0)
+    assert _line(d / "run.log", 1755).endswith("model parallel rank (0, 0): 596049920")
+
+
+def test_prime_run_infers_what_its_logs_hold_and_says_what_they_lack(prime_run, opd_results):
+    d = opd_results / "prime"
+    v = _values(prime_run)
+    assert v == {
+        "model": None,  # prime-rl prints no architecture and the path names no model
+        "gpus": {"rollout": 1, "trainer": 1},
+        "group_size": 16,  # progress/rollouts 128 / progress/tasks 8
+        "prompts_per_step": 8,
+        "max_prompt_len": None,
+        "max_response_len": None,  # only in the config prime-rl was started with (not in this folder)
+        "total_steps": 15,
+        "nodes": 1,
+    }
+    row = json.loads(_line(d / "metrics.jsonl", 1))
+    assert (row["progress/tasks"], row["progress/rollouts"]) == (8, 128)
+    assert _line(d / "run.log", 7).endswith("Starting inference on GPU(s) 0")
+    assert _line(d / "run.log", 11).endswith("Starting trainer on GPU(s) 1")
+    assert "max_steps=15" in _line(d / "orchestrator.log", 35)
+    m = read_manifest(RunPaths(prime_run))
+    assert m["inferred"]["model_evidence"].startswith("model unknown: the logs print no architecture")
+    metrics = json.loads(RunPaths(prime_run).metrics.read_text())
+    assert metrics["mfu"] is None and metrics["missing"]["mfu"].startswith("model unknown")
+
+
+def test_prime_config_toml_beside_the_logs_gives_the_rest(tmp_path, opd_results):
+    """The run's own rl.toml (what `rl` writes under <output>/configs/) fills max_response_len."""
+    from runners import prime_rl_config
+
+    for f in (opd_results / "prime").iterdir():
+        os.symlink(f, tmp_path / f.name)
+    (tmp_path / "configs").mkdir()
+    os.symlink(opd_results.parent / "prime.toml", tmp_path / "configs" / "rl.toml")
+    facts = prime_rl_config.read(tmp_path)
+    toml = opd_results.parent / "prime.toml"
+    assert (facts["max_response_len"].value, facts["max_response_len"].source) == (128, "configs/rl.toml:25")
+    assert _line(toml, 25) == "max_completion_tokens = 128"
+    assert (facts["group_size"].value, facts["group_size"].source) == (16, "configs/rl.toml:11")
+    assert _line(toml, 11) == "group_size = 16" and _line(toml, 10) == "batch_size = 128"
+    assert facts["prompts_per_step"].value == 8 and facts["total_steps"].value == 15
+
+
+def test_hardware_is_never_a_default(verl_run):
+    m = read_manifest(RunPaths(verl_run))
+    assert m["inferred"]["hardware"] == {
+        "value": None,
+        "source": None,
+        "reason": "hardware unknown: pass hardware=<name>",
+    }
+    assert m["config"]["hardware"] is None
+    metrics = json.loads(RunPaths(verl_run).metrics.read_text())
+    for key in ("mfu", "usd_per_gpu_hour", "cost_per_mtok_usd"):
+        assert metrics[key] is None and "hardware unknown: pass hardware=<name>" in metrics["missing"][key]
+    assert metrics["tinker_ratio"] is None
+    # GPU-hours count every role the logs name: 229 s x (1 hybrid + 1 teacher)
+    assert metrics["gpu_hours"] == pytest.approx(229 * 2 / 3600)
+
+
+def test_mfu_uses_the_inferred_model(tmp_path_factory, opd_results):
+    run = _run(tmp_path_factory, "verl", opd_results / "verl", "hardware=h100_sxm")
+    m = read_manifest(RunPaths(run))
+    assert m["inferred"]["hardware"] == {"value": "h100_sxm", "source": "given"}
+    metrics = json.loads(RunPaths(run).metrics.read_text())
+    # suite FLOPs of Qwen3-0.6B over the window / (compute time x 989 TFLOP/s x 1 trainer GPU)
+    from types import SimpleNamespace
+
+    model = SimpleNamespace(**conf_models()["qwen3_0_6b"])
+    steps = read_steps(RunPaths(run).steps).sort_values("step")
+    w = steps[steps.step >= metrics["window"]["first_step"]]
+    tokens = w.prompt_tokens.fillna(0) + w.response_tokens
+    fl = sum(
+        t * flops.flops_per_token(model, int(max(1, t / s)), "suite")
+        for t, s in zip(tokens, w.samples, strict=True)
+    )
+    assert metrics["mfu"] == pytest.approx(fl / (w.compute_s.sum() * 989e12 * 1), rel=1e-9)
+    assert 0.05 < metrics["mfu"] < 0.2  # REPORT.md: verl's actor reported ~9.9% steady MFU
+
+
+def test_given_values_fill_what_the_logs_lack(tmp_path_factory, opd_results):
+    run = _run(
+        tmp_path_factory,
+        "prime_rl",
+        opd_results / "prime",
+        "model=qwen3_0_6b",
+        "workload.max_response_len=128",
+    )
+    inf = read_manifest(RunPaths(run))["inferred"]
+    assert inf["model"] == {"value": "qwen3_0_6b", "name": "Qwen/Qwen3-0.6B", "source": "given"}
+    assert inf["max_response_len"] == {"value": 128, "source": "given"}
+    assert inf["group_size"]["source"].startswith("metrics.jsonl:1")  # logged values stay logged
