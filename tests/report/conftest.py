@@ -133,3 +133,10 @@ def opd_report(tmp_path_factory, opd_results) -> Path:
         assert rc == 0, f"ingest {fw} failed"
     build([root / "results"], root / "report")
     return root
+
+
+@pytest.fixture(scope="session")
+def sweep_report(sweep_runs, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("sweep_report")
+    build([sweep_runs], out)
+    return out

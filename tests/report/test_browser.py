@@ -64,3 +64,19 @@ def test_report_loads_in_chromium_on_a_phone(which, request, tmp_path):
     shot = three_report / "screenshot.png"
     run_chromium([f"--window-size={PHONE}", f"--screenshot={shot}", index.as_uri()], tmp_path / "profile")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+DESKTOP = "1400,900"  # the issue's screenshot width
+
+
+@pytest.mark.parametrize("which", ["three_report", "sweep_report", "smoke_report", "opd_report"])
+def test_headline_table_fits_1400_px_and_the_verdict_comes_first(which, request, tmp_path):
+    """The headline table's scroll box never scrolls sideways at 1400 px (scrollWidth measured in
+    the page against clientWidth), and the element right under the title is the verdict section."""
+    report = request.getfixturevalue(which)
+    report = report if which in ("three_report", "sweep_report") else report / "report"
+    index = (report / "index.html").resolve()
+    a = attrs(run_chromium([f"--window-size={DESKTOP}", "--dump-dom", index.as_uri()], tmp_path / "profile"))
+    assert a["table-scroll-width"] <= a["table-client-width"], f"headline table scrolls at 1400 px: {a}"
+    assert a["page-width"] <= a["viewport-width"], a
+    assert a["verdict-first"] == 1, a

@@ -102,3 +102,57 @@ def test_a_figure_that_breaks_is_omitted_with_the_error_not_fatal(three_runs, tm
         in html
     )
     assert "figure 'idle' failed: KeyError" in capsys.readouterr().err
+
+
+def test_runs_that_did_not_run_are_listed_apart_never_as_empty_rows(three_runs, tmp_path):
+    from bench.report.synthetic import make_run
+
+    root = tmp_path / "results"
+    import shutil
+
+    shutil.copytree(three_runs, root)
+    make_run(
+        root / "dry-run" / "slime-dry",
+        "slime",
+        status="running",
+        metrics=None,
+        steps=3,
+        dispatch={"state": "DRY_RUN"},
+    )
+    make_run(
+        root / "prime_rl-queued",
+        "prime_rl",
+        status="running",
+        metrics=None,
+        steps=3,
+        dispatch={"state": "PENDING"},
+    )
+    html = build([root], tmp_path / "out").read_text()
+    headline = html.split('<table class="headline">')[1].split("</table>")[0]
+    for phantom in ("verl-failed", "slime-dry", "prime_rl-queued"):
+        assert phantom not in headline
+    section = html.split('<h2 id="not-ran">Runs that did not run</h2>')[1].split("</ul>")[0]
+    assert 'verl-failed</span> <span class="badge emulated">emulated</span>: failed: OOM at step 3' in section
+    assert (
+        'slime-dry</span> <span class="badge emulated">emulated</span>: dry run: launch files written, nothing submitted'
+        in section
+    )
+    assert "planned or running: no metrics.json yet (Slurm state PENDING)" in section
+    rows = {r["run_id"]: r for r in csv.DictReader((tmp_path / "out" / "summary.csv").open())}
+    assert rows["slime-dry"]["verdict"] == "did not run"  # the CSV keeps every run, with its verdict
+    assert rows["verl-0"]["verdict"] in {
+        "generator-bound",
+        "trainer-bound",
+        "balanced",
+        "sync-bound",
+        "scoring-bound",
+        "undetermined",
+    }
+
+
+def test_verdict_is_the_first_thing_under_the_title(three_report):
+    html = (three_report / "index.html").read_text()
+    after_title = html.split("</h1>", 1)[1].lstrip()
+    assert after_title.startswith('<section id="verdicts">')
+    md = (three_report / "summary.md").read_text()
+    assert md.split("\n\n", 2)[1] == "## Verdicts"

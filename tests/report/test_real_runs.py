@@ -62,3 +62,63 @@ def test_opd_report_carries_parser_warnings_into_run_details(opd_report):
     html = (opd_report / "report" / "index.html").read_text()
     for w in manifest["warnings"]:
         assert w.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in html
+
+
+def queue_and_waste_figures(results: Path):
+    """The queue-health and waste figures as the report draws them, with the summary they sit beside."""
+    from bench.report import _with_evidence
+    from bench.report.figures import Ctx, _colors, fig_queue_health, fig_waste
+    from bench.report.load import load
+    from bench.report.series import load_series
+
+    runs, df = load([results])
+    series = [load_series(r) for r in runs]
+    ctx = Ctx(runs, series, _with_evidence(df, series), _colors(runs))
+    return runs, df, fig_queue_health(ctx), fig_waste(ctx)
+
+
+def window_rate(y, samples, lo, hi, steps):
+    """Σ_W samples / Σ_W (samples / y): the window rate a per-step rate series implies."""
+    sel = (steps >= lo) & (steps <= hi)
+    return samples[sel].sum() / (samples[sel] / y[sel]).sum()
+
+
+def test_plotted_production_consumption_and_zero_advantage_equal_the_table(smoke_report):
+    """The figure's lines, read back from matplotlib, give the summary table's numbers for the same run."""
+    import numpy as np
+    import pandas as pd
+
+    runs, df, queue, waste = queue_and_waste_figures(smoke_report / "results")
+    lines = queue.axes[0].get_lines()
+    n = len(runs)
+    solid, dashed = lines[:n], lines[n : 2 * n]  # production per run, then consumption per run
+    assert [ln.get_linestyle() for ln in solid] == ["-"] * n and [ln.get_linestyle() for ln in dashed] == [
+        "--"
+    ] * n
+    zero = waste.axes[1].get_lines()
+    for i, run in enumerate(runs):
+        steps = pd.read_parquet(run.paths.steps).sort_values("step")
+        w = run.metrics["window"]
+        k, s = steps["step"].to_numpy(), steps["samples"].to_numpy(float)
+        prod = window_rate(solid[i].get_ydata(), s, w["first_step"], w["last_step"], k)
+        cons = window_rate(dashed[i].get_ydata(), s, w["first_step"], w["last_step"], k)
+        assert prod == pytest.approx(df.at[i, "production_samples_per_s"], rel=1e-9), run.label
+        assert cons == pytest.approx(df.at[i, "consumption_samples_per_s"], rel=1e-9), run.label
+        sel = (k >= w["first_step"]) & (k <= w["last_step"])
+        assert np.mean(zero[i].get_ydata()[sel]) / 100 == pytest.approx(
+            df.at[i, "zero_advantage_frac"], rel=1e-9
+        )
+        assert np.mean(zero[i].get_ydata()) > 0  # the panel is not flat at 0 (the issue's bug)
+
+
+def test_waste_ledger_of_each_smoke_run_adds_up_to_its_generated_tokens(smoke_report):
+    html = (smoke_report / "report" / "index.html").read_text()
+    assert html.count("Waste ledger: where generated response tokens went") == len(FRAMEWORKS)
+    for fw in FRAMEWORKS:
+        metrics = json.loads((smoke_report / "results" / fw / "metrics.json").read_text())
+        block = (
+            html.split(f"<summary>{fw}", 1)[1].split('<table class="ledger">', 1)[1].split("</table>", 1)[0]
+        )
+        cells = [c for c in block.split("<tr>")[2:] if "of the above" not in c]
+        tokens = sum(int(c.split("<td>")[1].split("</td>")[0].replace(",", "")) for c in cells)
+        assert tokens == metrics["generated_tokens"], fw
