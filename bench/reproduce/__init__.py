@@ -47,6 +47,7 @@ def print_table(rows: list[table.Row]) -> None:
         "fail": "red",
         "contradicted": "dark_orange",
         "calibrated": "blue",
+        "derived": "purple",
         "pending": "yellow",
         "n/a": "dim",
         "error": "magenta",
@@ -76,8 +77,8 @@ def print_table(rows: list[table.Row]) -> None:
         )
     console = Console(width=160)
     console.print(t)
-    for r in rows:
-        if r.status != "pass" and r.note:
+    for r in rows:  # every row's note, pass rows too: a pass may rest on stated assumptions
+        if r.note:
             console.print(f"[{style[r.status]}]{r.case}/{r.figure_id}[/]: {r.note}", highlight=False)
 
 

@@ -19,6 +19,11 @@ from bench.config import CONF_DIR
 PUBLISHED_DIR = CONF_DIR / "published"
 OURS_KINDS = ("raw logs", "emulated", "computed")
 UNITS_PERCENT = ("%",)  # ours (a fraction) is shown x100 for these units
+# How an input came to be (Input.kind): `published` by the source (or a fact), `fitted` to one of
+# this case's figures (that figure is then a calibration target), `back-solved` from a published
+# figure (e.g. the token mix a price implies: that figure is then derived), `chosen` where the
+# source is silent (an assumption; listed in the note of every figure that depends on it).
+INPUT_KINDS = ("published", "fitted", "back-solved", "chosen")
 
 
 # ---- what a computation gets and gives (bench/reproduce/sources.py, opd_logs.py) -------------
@@ -37,6 +42,9 @@ class Outcome:
     value: float | None  # in the unit the metric natively uses (fractions, seconds, ...)
     used: str = ""  # what the number was computed from, for the report
     checks: list[str] = field(default_factory=list)  # warnings to show beside the row
+    # Non-empty when the value follows from inputs fitted on the same run (a replay, a fit's own
+    # figure): the row is then "derived", never pass/fail; the text says what was fitted.
+    derived_from: str = ""
 
 
 @dataclass
@@ -70,7 +78,9 @@ class Input:
     value: float
     unit: str = ""
     source: str = ""  # URL, or "assumption: why"
-    figure: str = ""  # id of this case's figure that the input is (a calibration target), if any
+    figure: str = ""  # id of this case's figure the input was fitted to / back-solved from, if any
+    kind: str = "published"  # one of INPUT_KINDS
+    key: str = ""  # the config key the value sits in (e.g. workload.response_len_sigma), if any
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,12 @@ class Figure:
     # An input of the case was fitted to this figure (say which): the row shows the fit, status
     # "calibrated"; it is not a prediction and never passes or fails.
     calibrated: str = ""
+    # Inputs of the case (names) this figure's value follows from: a fitted or back-solved one
+    # makes the row "derived"; a chosen one is listed as an assumption in the note.
+    depends_on: tuple[str, ...] = ()
+    # Instead of `published`: the reference value is measured, computed like `compute` (e.g. a
+    # run's own raw logs, for a prediction of that run).
+    measured: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -122,7 +138,10 @@ _FIG_KEYS = {
     "note",
     "contradicted",
     "calibrated",
+    "depends_on",
+    "measured",
 }
+_INPUT_KEYS = {"value", "unit", "source", "figure", "kind", "key"}
 
 
 def _need(d: dict, key: str, where: str, kind: type | tuple[type, ...]) -> Any:
@@ -161,12 +180,22 @@ def parse_case(raw: Any, path: Path) -> Case:
             val = {"value": val}
         if not isinstance(val, dict):
             raise SpecError(f"{w}: expected a number or {{value, unit, source}}")
+        unknown = set(val) - _INPUT_KEYS
+        if unknown:
+            raise SpecError(f"{w}: unknown key(s) {sorted(unknown)}; expected {sorted(_INPUT_KEYS)}")
+        kind = str(val.get("kind", "published"))
+        if kind not in INPUT_KINDS:
+            raise SpecError(f"{w}: kind={kind!r}; expected one of {INPUT_KINDS}")
+        if kind in ("fitted", "back-solved") and not val.get("figure"):
+            raise SpecError(f"{w}: kind={kind} needs `figure` (the id it was {kind} to/from)")
         inputs[name] = Input(
             name=name,
             value=_number(val, "value", w, required=True),
             unit=str(val.get("unit", "")),
             source=str(val.get("source", "")),
             figure=str(val.get("figure", "")),
+            kind=kind,
+            key=str(val.get("key", "")),
         )
     figures, seen = [], set()
     for i, f in enumerate(_need(raw, "figures", where, list)):
@@ -187,8 +216,19 @@ def parse_case(raw: Any, path: Path) -> Case:
         if cell is not None and (not isinstance(cell, dict) or set(cell) != {"table", "row", "column"}):
             raise SpecError(f"{w}: report_cell must be {{table, row, column}}, got {cell!r}")
         published = _number(f, "published", w)
-        if published is None and cell is None:
-            raise SpecError(f"{w}: give `published` (the number) or `report_cell` (where REPORT.md has it)")
+        measured = f.get("measured")
+        if measured is not None and (not isinstance(measured, dict) or "source" not in measured):
+            raise SpecError(f"{w}: measured must be a computation {{source: ..., ...}}, got {measured!r}")
+        if published is None and cell is None and measured is None:
+            raise SpecError(
+                f"{w}: give `published` (the number), `report_cell` (where REPORT.md has it) "
+                "or `measured` (how to compute the reference from raw data)"
+            )
+        deps = f.get("depends_on") or []
+        if not isinstance(deps, list) or any(d not in inputs for d in deps):
+            raise SpecError(
+                f"{w}: depends_on={deps!r}: expected a list of this case's inputs {sorted(inputs)}"
+            )
         figures.append(
             Figure(
                 id=fid,
@@ -202,6 +242,8 @@ def parse_case(raw: Any, path: Path) -> Case:
                 note=str(f.get("note", "")).strip(),
                 contradicted=str(f.get("contradicted", "")).strip(),
                 calibrated=str(f.get("calibrated", "")).strip(),
+                depends_on=tuple(deps),
+                measured=dict(measured) if measured else None,
             )
         )
     for inp in inputs.values():

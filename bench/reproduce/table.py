@@ -2,16 +2,20 @@
 
 Columns: case, figure, published, ours, error %, tolerance, status, ours from (raw logs |
 emulated | computed), plus what ours was computed from and any note. Status is one of
-pass | fail | contradicted (a miss on a figure the source's own other figures contradict;
+pass | fail (only for a figure independent of every input fitted or back-solved on it: a
+prediction) | contradicted (a miss on a figure the source's own other figures contradict;
 the table says how) | calibrated (an input was fitted to this figure: a fit, not a
-prediction) | pending (a stage of the suite is not there yet) | n/a (cannot be reproduced; the
-reason is in the note) | error (the computation raised; the message is in the note).
+prediction) | derived (the figure follows from fitted or back-solved inputs of its own setup,
+e.g. an MFU from a fitted efficiency, or a replay of the run a calibration was fitted on) |
+pending (a stage of the suite is not there yet) | n/a (cannot be reproduced; the reason is in
+the note) | error (the computation raised; the message is in the note). Inputs chosen where
+the source is silent are listed in each dependent row's note as "assumptions".
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from jinja2 import Environment, select_autoescape
@@ -20,7 +24,43 @@ from bench.reproduce import opd, sources
 from bench.reproduce.spec import UNITS_PERCENT, Case, Figure, SpecError
 from bench.trace import atomic_path
 
-STATUSES = ("pass", "fail", "contradicted", "calibrated", "pending", "n/a", "error")
+STATUSES = ("pass", "fail", "contradicted", "calibrated", "derived", "pending", "n/a", "error")
+
+
+def fit_status(case: Case, fig: Figure) -> tuple[str | None, list[str]]:
+    """("calibrated" | "derived" | None, notes) from what the case declares about its inputs.
+
+    calibrated: an input was fitted to this figure (`inputs.X.figure` with kind fitted, or the
+    figure's own `calibrated` text); derived: the figure was back-solved into an input, or depends
+    on a fitted / back-solved input; None: a prediction (pass / fail). Notes name the inputs and
+    list the chosen ones the figure depends on as assumptions.
+    """
+    notes: list[str] = []
+    fitted = [i for i in case.inputs.values() if i.figure == fig.id and i.kind == "fitted"]
+    solved = [i for i in case.inputs.values() if i.figure == fig.id and i.kind == "back-solved"]
+    deps = [case.inputs[n] for n in fig.depends_on]
+    status = None
+    if fig.calibrated or fitted:
+        what = fig.calibrated or "; ".join(f"{i.name} = {i.value:g} ({i.source})" for i in fitted)
+        notes.append(f"calibration target, not a prediction: {what}")
+        status = "calibrated"
+    else:
+        follows = [i for i in deps if i.kind in ("fitted", "back-solved")] + solved
+        if follows:
+            shown = ", ".join(
+                f"{i.name} = {i.value:g} ({i.kind} on {i.figure})" for i in dict.fromkeys(follows)
+            )
+            notes.append(f"derived, not a prediction: follows from {shown}")
+            status = "derived"
+    chosen = [i for i in deps if i.kind == "chosen"]
+    if chosen:
+        notes.append(
+            "assumptions: "
+            + "; ".join(
+                f"{i.name} = {i.value:g}{' ' + i.unit if i.unit else ''} ({i.source})" for i in chosen
+            )
+        )
+    return status, notes
 
 
 @dataclass
@@ -52,6 +92,10 @@ def published_value(case: Case, fig: Figure, ctx: sources.Context) -> tuple[floa
 
     When both are given they must agree (to the YAML's precision); a mismatch is returned as a note.
     """
+    if fig.measured is not None:  # the reference is itself computed from raw data
+        out = sources.compute(case, replace(fig, compute=fig.measured), ctx)
+        scale = 100.0 if fig.unit in UNITS_PERCENT else 1.0
+        return out.value * scale, f"reference measured: {out.used}"
     if fig.report_cell is None:
         return fig.published, ""
     bench = fig.compute.get("benchmark")
@@ -94,9 +138,12 @@ def evaluate_figure(case: Case, fig: Figure, ctx: sources.Context) -> Row:
         notes += out.checks
         row.error_pct = error_pct(row.ours, row.published)
         row.status = "pass" if abs(row.error_pct) <= tol else "fail"
-        if fig.calibrated:
-            notes.insert(0, f"calibration target, not a prediction: {fig.calibrated}")
-            row.status = "calibrated"
+        fitted, fit_notes = fit_status(case, fig)
+        if out.derived_from and fitted is None:
+            fitted, fit_notes = "derived", [f"derived, not a prediction: {out.derived_from}", *fit_notes]
+        notes[:0] = fit_notes
+        if fitted:
+            row.status = fitted
         elif fig.contradicted:
             notes.insert(0, f"source contradicts itself: {fig.contradicted}")
             if row.status == "fail":
@@ -188,7 +235,7 @@ HTML = """<!doctype html>
 body{font-family:system-ui,sans-serif;margin:2em;max-width:110em}
 table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ccc;padding:.3em .5em;vertical-align:top}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
-.pass{background:#e6f4e6}.contradicted{background:#fde9d0}.calibrated{background:#e3ecfb}.fail{background:#fbe3e3}.pending{background:#fff6d6}.na{background:#eee}.error{background:#f6d0f6}
+.pass{background:#e6f4e6}.contradicted{background:#fde9d0}.calibrated{background:#e3ecfb}.fail{background:#fbe3e3}.derived{background:#ecebfa}.pending{background:#fff6d6}.na{background:#eee}.error{background:#f6d0f6}
 .emulated{font-style:italic}
 </style></head><body>
 <h1>Published figures, reproduced</h1>
