@@ -22,7 +22,10 @@ from runners.run_config import source
 
 TAIL_BYTES = 256 << 10
 TRACEBACK_DETAIL_LINES = 30  # Ray prints the actor's class, id, pid and exit detail under the error
-PREFIX = re.compile(r"^(?:\x1b?\[[0-9;]*m)*(?:\([\w.:-]+ pid=\d+[^)]*\)(?:\x1b?\[[0-9;]*m)* ?)?")
+# Ray's `(TaskRunner pid=N)` and torchrun's `[trainer0]:` / `[default0]:` line prefixes
+PREFIX = re.compile(
+    r"^(?:\x1b?\[[0-9;]*m)*(?:\([\w.:-]+ pid=\d+[^)]*\)(?:\x1b?\[[0-9;]*m)* ?)?(?:\[[A-Za-z]+\d+\]:)?"
+)
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 EXC_LINE = re.compile(
     r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Timeout))(?::\s*(.*))?$"

@@ -1,0 +1,226 @@
+"""How a run ended, from logs built out of the real opd-benchmark runs: cut mid-step, an exception
+appended as each framework prints it, a Ray actor death, an OOM, an NCCL timeout, a Slurm
+cancellation, zero-filled blocks and CRLF. Status, failure text and the steps kept before it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench.ingest import main as ingest
+from bench.trace import RunPaths, read_manifest, read_steps
+
+SIDE_FILES = ("gpu.csv", "config.yaml", "overrides.yaml")
+
+
+def _ingest(fw: str, logs: Path, out: Path) -> tuple[dict, list[int]]:
+    assert ingest(["--framework", fw, "--logs", str(logs), "--out", str(out)]) == 0
+    m = read_manifest(RunPaths(out))
+    return m, read_steps(RunPaths(out).steps).step.tolist()
+
+
+def _verl_logs(tmp_path: Path, opd_results: Path, text: str) -> Path:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for f in SIDE_FILES:
+        shutil.copy(opd_results / "verl" / f, logs / f)
+    (logs / "run.log").write_text(text)
+    return logs
+
+
+def _verl_until(opd_results: Path, step: int) -> str:
+    """verl's run.log up to and including the progress bar line after `step`."""
+    text = (opd_results / "verl" / "run.log").read_text()
+    cut = text.index(f"step:{step + 1} - ")
+    return text[: text.rindex("\n", 0, cut) + 1]
+
+
+def test_verl_log_cut_mid_step_is_partial_with_the_steps_before_it(tmp_path, opd_results):
+    text = (opd_results / "verl" / "run.log").read_text()
+    cut = text.index("step:8 - ") + 200  # the run dies while printing step 8's record
+    m, steps = _ingest("verl", _verl_logs(tmp_path, opd_results, text[:cut]), tmp_path / "run")
+    assert m["status"] == "partial"
+    assert m["failure"] == {
+        "kind": "truncated",
+        "message": "log cut off mid-line after step 7 of 15",
+        "source": "run.log",
+        "phase": "steady state",
+    }
+    assert steps == [1, 2, 3, 4, 5, 6, 7]
+
+
+VALUE_ERROR = """\
+(TaskRunnerV1 pid=41131) Traceback (most recent call last):
+(TaskRunnerV1 pid=41131)   File "/workspace/verl/verl/trainer/ppo/ray_trainer.py", line 1204, in fit
+(TaskRunnerV1 pid=41131)     batch = batch.union(gen_batch_output)
+(TaskRunnerV1 pid=41131)   File "/workspace/verl/verl/protocol.py", line 712, in union
+(TaskRunnerV1 pid=41131)     raise ValueError(f"{key} in meta_info have different values")
+(TaskRunnerV1 pid=41131) ValueError: global_token_num in meta_info have different values
+"""
+
+
+def test_verl_exception_after_step_5(tmp_path, opd_results):
+    m, steps = _ingest(
+        "verl", _verl_logs(tmp_path, opd_results, _verl_until(opd_results, 5) + VALUE_ERROR), tmp_path / "r"
+    )
+    assert m["status"] == "partial" and steps == [1, 2, 3, 4, 5]
+    assert m["failure"]["kind"] == "ValueError"
+    assert m["failure"]["message"] == "ValueError: global_token_num in meta_info have different values"
+    assert m["failure"]["phase"] == "steady state"
+    n = _verl_until(opd_results, 5).count("\n") + VALUE_ERROR.count("\n")
+    assert m["failure"]["source"] == f"run.log:{n}"  # the exception's own line
+
+
+def test_verl_teardown_error_after_the_last_step_keeps_the_run_completed(tmp_path, opd_results):
+    """The real run: 15/15 updates, then Ray killed a DataLoader worker during teardown."""
+    m, steps = _ingest("verl", opd_results / "verl", tmp_path / "run")
+    assert m["status"] == "completed" and len(steps) == 15
+    assert m["failure"] == {
+        "kind": "RuntimeError",
+        "message": "RuntimeError: DataLoader worker (pid 44800) is killed by signal: Killed.",
+        "source": "run.log:1087",
+        "phase": "teardown",
+    }
+
+
+@pytest.mark.parametrize(
+    ("tail", "kind", "message"),
+    [
+        (
+            "(WorkerDict pid=42351) Traceback (most recent call last):\n"
+            '(WorkerDict pid=42351)   File "/workspace/verl/verl/workers/actor/dp_actor.py", line 480, in update_policy\n'
+            "(WorkerDict pid=42351)     loss.backward()\n"
+            "(WorkerDict pid=42351) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.32 GiB. "
+            "GPU 0 has a total capacity of 79.19 GiB of which 1.02 GiB is free.\n",
+            "torch.OutOfMemoryError",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.32 GiB. "
+            "GPU 0 has a total capacity of 79.19 GiB of which 1.02 GiB is free.",
+        ),
+        (
+            "(WorkerDict pid=42351) [rank0]:[E807 13:29:31.421 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught "
+            "collective operation timeout: WorkNCCL(SeqNum=4212, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+            "Timeout(ms)=600000) ran for 600014 milliseconds before timing out.\n",
+            "NCCLTimeout",
+            "[E807 13:29:31.421 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=4212, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+            "600014 milliseconds before timing out.",
+        ),
+        (
+            "slurmstepd: error: *** JOB 4242 ON gpu-node-01 CANCELLED AT 2026-08-07T13:29:31 DUE TO TIME LIMIT ***\n",
+            "SlurmCancelled",
+            "slurmstepd: error: *** JOB 4242 ON gpu-node-01 CANCELLED AT 2026-08-07T13:29:31 DUE TO TIME LIMIT ***",
+        ),
+    ],
+)
+def test_oom_nccl_timeout_and_slurm_cancel(tmp_path, opd_results, tail, kind, message):
+    m, steps = _ingest(
+        "verl", _verl_logs(tmp_path, opd_results, _verl_until(opd_results, 3) + tail), tmp_path / "r"
+    )
+    assert (m["status"], m["failure"]["kind"], steps) == ("partial", kind, [1, 2, 3])
+    assert m["failure"]["message"].endswith(message)
+
+
+RAY_ACTOR_DIED = """\
+Traceback (most recent call last):
+  File "/root/miles/train.py", line 106, in <module>
+    train(args)
+  File "/root/miles/train.py", line 78, in train
+    ray.get(actor_model.async_train(rollout_id, rollout_data_ref))
+  File "/usr/local/lib/python3.12/dist-packages/ray/_private/worker.py", line 2882, in get
+    raise value
+ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.
+\tclass_name: MegatronTrainRayActor
+\tactor_id: 7f3c2b1e0c1b8a6f5d4e3c2b01000000
+\tpid: 48367
+\tnamespace: 0c3d5e7a-7f1e-4a2b-9c3d-5e7f1a2b3c4d
+\tip: 86.38.238.166
+The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: \
+Worker unexpectedly exits with a connection error code 2. End of file.
+"""
+
+
+def test_miles_ray_actor_death_keeps_the_trained_rollouts(tmp_path, opd_results):
+    src = opd_results / "miles"
+    text = (src / "run.log").read_text()
+    # cut right after the 6th of the 15 train-step perf records
+    lines = text.splitlines(keepends=True)
+    train_lines = [i for i, ln in enumerate(lines) if "perf/actor_train_time" in ln]
+    assert len(train_lines) == 15
+    keep = "".join(lines[: train_lines[5] + 1])
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "run.log").write_text(keep + RAY_ACTOR_DIED)
+    shutil.copy(src / "teacher.log", logs / "teacher.log")
+    m, steps = _ingest("slime", logs, tmp_path / "run")
+    assert m["status"] == "partial" and steps == [0, 1, 2, 3, 4, 5]  # slime counts rollouts from 0
+    assert m["failure"]["kind"] == "ray.exceptions.ActorDiedError"
+    assert m["failure"]["message"] == (
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."
+    )
+    assert m["failure"]["source"] == f"run.log:{keep.count(chr(10)) + 8}"
+
+
+PRIME_TRACEBACK = """\
+[trainer0]:Traceback (most recent call last):
+[trainer0]:  File "/root/prime-rl/src/prime_rl/trainer/rl/train.py", line 412, in train
+[trainer0]:    micro_batch = next(data_iter)
+[trainer0]:  File "/root/prime-rl/src/prime_rl/trainer/rl/data.py", line 188, in __next__
+[trainer0]:    raise AssertionError(f"Expected {self.expected} micro batches, got {got}")
+[trainer0]:AssertionError: Expected 1 micro batches, got 0
+"""
+
+
+def test_prime_trainer_assertion_after_step_9(tmp_path, opd_results):
+    src = opd_results / "prime"
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for name in ("metrics.jsonl", "trainer_metrics.jsonl"):  # the rows of steps 1-9 only
+        rows = [
+            ln for ln in (src / name).read_text().splitlines(keepends=True) if json.loads(ln)["step"] <= 9
+        ]
+        (logs / name).write_text("".join(rows))
+    trainer = (src / "trainer.log").read_text()
+    (logs / "trainer.log").write_text(
+        trainer[: trainer.index("SUCCESS Step 10 |")].rsplit("\n", 1)[0] + "\n" + PRIME_TRACEBACK
+    )
+    orch = (src / "orchestrator.log").read_text()
+    (logs / "orchestrator.log").write_text(orch[: orch.index("SUCCESS Step 10 |")].rsplit("\n", 1)[0] + "\n")
+    launcher = (src / "run.log").read_text()  # its start-up lines only (it goes on to echo every step)
+    (logs / "run.log").write_text(launcher[: launcher.index("SUCCESS Startup complete")])
+    m, steps = _ingest("prime_rl", logs, tmp_path / "run")
+    assert steps == list(range(1, 10)) and m["status"] == "partial"
+    assert m["failure"]["kind"] == "AssertionError"
+    assert m["failure"]["message"] == "AssertionError: Expected 1 micro batches, got 0"
+    assert m["failure"]["source"].startswith("trainer.log:")
+
+
+@pytest.mark.parametrize(("fw", "d"), [("verl", "verl"), ("slime", "miles"), ("prime_rl", "prime")])
+def test_nul_blocks_crlf_and_a_binary_file_still_parse_every_step(tmp_path, opd_results, fw, d):
+    """A crash's zero-filled blocks (mid-file and at the end), CRLF line ends, and a binary core
+    file beside the logs: every step is still read, and the binary file is named as skipped."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for f in (opd_results / d).iterdir():
+        data = f.read_bytes()
+        if f.suffix in (".log", ".jsonl"):
+            lines = data.split(b"\n")
+            half = len(lines) // 2
+            data = (
+                b"\r\n".join(lines[:half])
+                + b"\r\n"
+                + b"\0" * 65536
+                + b"\r\n".join(lines[half:])
+                + b"\0" * 4096
+            )
+        (logs / f.name).write_bytes(data)
+    (logs / "core.1234").write_bytes(bytes(range(128, 256)) * 512)
+    m, steps = _ingest(fw, logs, tmp_path / "run")
+    assert steps == list(range(0, 15) if fw == "slime" else range(1, 16))  # slime counts rollouts from 0
+    assert (
+        f"{logs / 'core.1234'}: skipped, binary (100% of its first 8192 non-NUL bytes are not text)"
+        in m["skipped_files"]
+    )
+    assert m["inferred"]["group_size"]["value"] == 16 and m["inferred"]["prompts_per_step"]["value"] == 8
