@@ -92,7 +92,7 @@ def emulator(steps: int, prompts: int = 32, surplus: str = "") -> dict:
         "model": "bench.emulator" + (f" {surplus}" if surplus else ""),
         "steps": steps,
         "batch": prompts * 16,
-        "rollouts": len(r.seg["root"]),
+        "rollouts": len(r.segments["rollout"]),
         "events": r.events,
         "cpu_s": cpu,
     }

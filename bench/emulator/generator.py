@@ -22,6 +22,8 @@ token or per turn.
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -29,27 +31,106 @@ JOIN, ENGINE = 0, 1
 SEGMENTS = 3  # spans of a group's decode with their own batch share (see the module docstring)
 
 
+class GenerationEngine(Protocol):
+    """What the Loop needs of the generator: groups in, finished groups out, in emulated seconds.
+
+    `Pool` (below) is the group-level engine the emulator runs; tests/emulator/exact_ps.py is the
+    exact per-rollout engine the same Loop runs as a test oracle. A finished group is returned as
+    (group, record); `finish_times(records)` gives its rollouts' finish times, so the Loop may defer
+    them to the end of the run and compute them all at once."""
+
+    engines: int
+    busy_s: float  # seconds with at least one group on an engine
+
+    def set_load(self, concurrency: int, rate: list[float], t: float) -> None:
+        """Rollouts an engine holds, and per-sequence decode rate (tokens/s) by decode batch size."""
+
+    def prepare(self, work: np.ndarray, delay: np.ndarray) -> None:
+        """Groups just drawn (ids follow the previous ones): decode tokens and delay (s), (groups, G)."""
+
+    def place(self, g: int, work: np.ndarray, delay: np.ndarray, t: float, fresh: bool) -> bool:
+        """Start group g at t (its rollouts' tokens and delays; `fresh`: as drawn, not resumed);
+        False when no engine has room (the Loop queues it and offers it again)."""
+
+    def next_time(self) -> float:
+        """Time of the next event (inf when idle)."""
+
+    def step(self) -> list[tuple[int, object]]:
+        """Process the next event; the groups it finished, as (group, record)."""
+
+    def finish_times(self, records: list) -> np.ndarray:
+        """Finish time (s) of every rollout of finished groups' `records`: (groups, G)."""
+
+    def pause(self, t: float, until: float) -> None:
+        """No decoding between t and `until`."""
+
+    def stop_all(self, t: float) -> dict[int, np.ndarray]:
+        """Stop every group at t; tokens each rollout had decoded, by group."""
+
+    def close(self, t: float) -> None:
+        """End of run at t (busy time of groups still in flight)."""
+
+
+@dataclass(slots=True)
+class Placement:
+    """A group on an engine (a resumed group is a new placement); times in s, work in tokens."""
+
+    engine: int
+    t_start: float  # placed: its rollouts' environment time and prefill begin
+    delay: np.ndarray  # per rollout: environment time + prefill before decoding (s)
+    work: np.ndarray  # per rollout: tokens to decode
+    crit_delay: float  # the critical rollout's (the one that finishes last)
+    crit_work: float
+    share: float  # its current share of the engine's decode batch (sequences)
+    v_join: float  # the engine's virtual clock when the critical rollout began decoding (-1: not yet)
+    group: int
+    occupancy: float  # rollouts held, time-averaged over the group's life
+    shares: tuple[float, ...]  # batch share per span of the critical rollout's decode
+    t_end: float = np.nan  # finished (s)
+
+
 class Pool:
     """All engines of the generator; times in seconds, work in decode tokens."""
 
-    def __init__(self, engines: int, group_size: int, rate: list[float], concurrency: int):
+    def __init__(self, engines: int, group_size: int):
         self.E, self.G = engines, group_size
-        self.rate = rate  # per-sequence tokens/s, indexed by decode batch size
-        self.limit = concurrency  # rollouts an engine holds (KV capacity / sequence length, capped)
+        self.rate: list[float] = [1.0]  # per-sequence tokens/s, indexed by decode batch size (set_load)
+        self.limit = group_size  # rollouts an engine holds (KV capacity / sequence length, capped)
         self.V = [0.0] * engines
         self.t_e = [0.0] * engines
         self.B = [0.0] * engines
         self.occ = [0.0] * engines  # rollouts held, time-averaged over each group's life (see place)
-        self.e_heap: list[list[tuple[float, int]]] = [[] for _ in range(engines)]
+        self.e_heap: list[list[tuple[float, int, int]]] = [[] for _ in range(engines)]
         self.epoch = [0] * engines
         self.heap: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
-        self.groups: dict[
-            int, list
-        ] = {}  # placement id -> [engine, t0, delay, work, d, w, b, v_join, g, occ, shares]
+        self.groups: dict[int, Placement] = {}  # by placement id
         self.pid = 0  # placement ids: a resumed group is a new placement
         self.busy_s = 0.0
         self._busy_since = 0.0
+        # per drawn group, at the nominal rate: (critical rollout, batch share per span, occupancy)
+        self.shapes: list[tuple[int, tuple[float, ...], float]] = []
+
+    @property
+    def engines(self) -> int:
+        return self.E
+
+    def set_load(self, concurrency: int, rate: list[float], t: float) -> None:
+        """New concurrency and rate table (the load drifts with training). Engines are not advanced
+        to t first: the Loop changes the load when a weight sync lands, and the sync's pause has
+        already brought every engine to t; an event scheduled at the old rate that comes early (the
+        rate falls as contexts grow) reschedules itself."""
+        self.limit, self.rate = concurrency, rate
+
+    def prepare(self, work: np.ndarray, delay: np.ndarray) -> None:
+        """Each drawn group's shape at today's nominal rate (vectorised group_shape())."""
+        nominal = self.rate[min(self.limit, len(self.rate) - 1)]
+        life = delay + work / nominal
+        crit = life.argmax(axis=1)
+        rows = np.arange(len(work))
+        shares = batch_shares(work, work[rows, crit]).tolist()
+        occupancy = (life.sum(axis=1) / life[rows, crit]).tolist()
+        self.shapes += [(c, tuple(s), o) for c, s, o in zip(crit.tolist(), shares, occupancy, strict=True)]
 
     # --- engines ---------------------------------------------------------------------------------
     def _advance(self, e: int, t: float) -> None:
@@ -83,28 +164,25 @@ class Pool:
             self._reschedule(e)
 
     # --- groups ----------------------------------------------------------------------------------
-    def place(self, g: int, work: np.ndarray, delay: np.ndarray, t: float, crit: tuple | None = None) -> bool:
+    def place(self, g: int, work: np.ndarray, delay: np.ndarray, t: float, fresh: bool) -> bool:
         """Start group g (decode tokens and delays (s) per rollout) on the least-loaded engine at t;
-        False when every engine is full. `crit`: group_shape() when precomputed, else derived at
-        today's rate.
+        False when every engine is full. A fresh group has its shape from prepare(); a resumed one
+        is shaped at today's rate.
 
         Capacity is counted in rollouts held, time-averaged over the group's life (a rollout holds its
         slot through its environment time and decode; the group ends with its critical rollout), so a
         group's finished rollouts free room for others, as they do in the engine."""
         occ = self.occ
         e = occ.index(min(occ))  # least-loaded engine (the first on ties)
-        if crit is None:
-            c, shares, o = group_shape(work, delay, self._rate(e))
-        else:
-            c, shares, o = crit
+        c, shares, o = self.shapes[g] if fresh else group_shape(work, delay, self._rate(e))
         if occ[e] > 0 and occ[e] + o > self.limit:
             return False
         if not self.groups:
             self._busy_since = t
         occ[e] += o
-        w, d = float(work[c]), float(delay[c])
+        d = float(delay[c])
         self.pid += 1
-        self.groups[self.pid] = [e, t, delay, work, d, w, shares[0], -1.0, g, o, shares]
+        self.groups[self.pid] = Placement(e, t, delay, work, d, float(work[c]), shares[0], -1.0, g, o, shares)
         self.seq += 1
         heapq.heappush(self.heap, (t + d, self.seq, JOIN, self.pid, 0))
         return True
@@ -120,20 +198,19 @@ class Pool:
             return h[0][0]
         return np.inf
 
-    def step(self) -> list[tuple[int, np.ndarray]]:
-        """Process the next event; return the groups it completed as (group, placement record);
-        `finish_times(record, t)` gives each rollout's finish time."""
+    def step(self) -> list[tuple[int, Placement]]:
+        """Process the next event; return the groups it completed as (group, placement)."""
         t, _, kind, x, _ = heapq.heappop(self.heap)
-        if kind == JOIN:
-            grp = self.groups[x]
-            e = grp[0]
+        if kind == JOIN:  # the critical rollout starts decoding
+            p = self.groups[x]
+            e = p.engine
             self._advance(e, t)
-            v0, w, shares = self.V[e], grp[5], grp[10]
-            grp[7] = v0
-            k = len(shares)  # span k starts at V = v0 + w * k / K; span K is the finish
+            v0, w, shares = self.V[e], p.crit_work, p.shares
+            p.v_join = v0
+            k = len(shares)  # span j starts at V = v0 + w * j / k; span k is the finish
             for j in range(1, k + 1):
                 heapq.heappush(self.e_heap[e], (v0 + w * j / k, x, j))
-            self.B[e] += grp[6]
+            self.B[e] += p.share
             self._reschedule(e)
             return []
         e, out = x, []
@@ -142,45 +219,47 @@ class Pool:
         v_now = self.V[e] + 1e-6
         while h and (h[0][1] not in groups or h[0][0] <= v_now):
             _, pid, j = heapq.heappop(h)
-            grp = groups.get(pid)
-            if grp is None:
+            p = groups.get(pid)
+            if p is None:
                 continue
-            shares = grp[10]
+            shares = p.shares
             if j < len(shares):  # the next span: the group's share of B steps down
-                B[e] = max(B[e] + shares[j] - grp[6], 0.0)
-                grp[6] = shares[j]
+                B[e] = max(B[e] + shares[j] - p.share, 0.0)
+                p.share = shares[j]
                 continue
             del groups[pid]
-            B[e] = max(B[e] - grp[6], 0.0)
-            self.occ[e] = max(self.occ[e] - grp[9], 0.0)
-            out.append((grp[8], grp))
+            B[e] = max(B[e] - p.share, 0.0)
+            self.occ[e] = max(self.occ[e] - p.occupancy, 0.0)
+            p.t_end = t
+            out.append((p.group, p))
         if not groups:
             self.busy_s += t - self._busy_since
         self._reschedule(e)
         return out
 
-    @staticmethod
-    def finish_times(grp: list, t: float) -> np.ndarray:
-        """Each rollout's finish (s) in a group completed at t: its own delay, then its tokens at the
-        group's mean rate (the critical rollout's w tokens took t - (t0 + d) seconds)."""
-        return finish_times(grp[1], grp[4], grp[5], t, grp[2], grp[3])
+    def finish_times(self, records: list[Placement]) -> np.ndarray:
+        """Each rollout's finish (s) in finished groups, (groups, G): its own delay, then its tokens
+        at its group's mean rate (the critical rollout's tokens took t_end - (t_start + crit_delay) s)."""
+        col = np.array([(p.t_start, p.crit_delay, p.crit_work, p.t_end) for p in records]).reshape(-1, 4, 1)
+        delay, work = np.stack([p.delay for p in records]), np.stack([p.work for p in records])
+        return finish_times(col[:, 0], col[:, 1], col[:, 2], col[:, 3], delay, work)
 
     def stop_all(self, t: float) -> dict[int, np.ndarray]:
         """Stop every group at t (cancel or abort); return tokens each rollout had decoded."""
         recs = list(self.groups.values())
         done = {}
         if recs:
-            for e in {rec[0] for rec in recs}:
+            for e in {p.engine for p in recs}:
                 self._advance(e, t)
-            rate = np.array([self._rate(rec[0]) for rec in recs])
+            rate = np.array([self._rate(p.engine) for p in recs])
             # the critical rollout's progress, shifted by each rollout's own delay
             head = np.array(
-                [self.V[e] - v_join + d * r if v_join >= 0 else (t - t0) * r
-                 for (e, t0, _, _, d, _, _, v_join, *_), r in zip(recs, rate, strict=True)]
+                [self.V[p.engine] - p.v_join + p.crit_delay * r if p.v_join >= 0 else (t - p.t_start) * r
+                 for p, r in zip(recs, rate, strict=True)]
             )  # fmt: skip
-            delay, work = np.stack([rec[2] for rec in recs]), np.stack([rec[3] for rec in recs])
+            delay, work = np.stack([p.delay for p in recs]), np.stack([p.work for p in recs])
             x = np.clip(head[:, None] - delay * rate[:, None], 0.0, work)
-            done = {rec[8]: row for rec, row in zip(recs, x, strict=True)}
+            done = {p.group: row for p, row in zip(recs, x, strict=True)}
             self.busy_s += t - self._busy_since
         self.groups.clear()
         for e in range(self.E):

@@ -12,6 +12,7 @@ import argparse
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from omegaconf import OmegaConf
 
 from bench.emulator import costmodel
 from bench.emulator.draws import Draws
+from bench.emulator.generator import GenerationEngine, Pool
 from bench.emulator.loop import Loop
 from bench.emulator.policies import Schedule, load_policy
 from bench.emulator.trace_out import step_rows, write_trace
@@ -26,9 +28,12 @@ from bench.resolve import Resolved
 from bench.trace import RunPaths, write_manifest, write_steps
 
 
-def build(cfg: Any, r: Resolved | None = None) -> tuple[Loop, Schedule, dict[str, Any]]:
+def build(
+    cfg: Any, r: Resolved | None = None, generator: Callable[[int, int], GenerationEngine] = Pool
+) -> tuple[Loop, Schedule, dict[str, Any]]:
     """The Loop for cfg, its Schedule, and provenance (mode, policy path, notes); the layout,
-    engines and mode -> policy choice are cfg's resolved ones (`r`, worked out here when not given)."""
+    engines and mode -> policy choice are cfg's resolved ones (`r`, worked out here when not given).
+    `generator(engines, group_size)` makes the generation engine (the exact oracle swaps it)."""
     r = r or Resolved.from_config(cfg)
     if not r.policy:
         raise ValueError(r.mode_notes[0])
@@ -50,7 +55,7 @@ def build(cfg: Any, r: Resolved | None = None) -> tuple[Loop, Schedule, dict[str
         costmodel.engine_model(cfg, r),
         costmodel.trainer_model(cfg, r),
         Draws(cfg, int(cfg.experiment.seed)),
-        engines=r.engines,
+        generator(r.engines, int(cfg.workload.group_size)),
         max_concurrency=int(cfg.experiment.generator.max_concurrency),
         prompts_per_step=int(cfg.workload.prompts_per_step),
         steps=int(cfg.emulator.steps or cfg.workload.steps),

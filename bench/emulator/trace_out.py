@@ -10,7 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench.emulator.loop import DISCARDED, FILTERED, STATUS_NAMES, USED, Result
+from bench.emulator.loop import Result
+from bench.emulator.rollouts import DISCARDED, FILTERED, STATUS_NAMES, USED
 from bench.trace import RolloutWriter, RunPaths, write_steps
 
 ROW_GROUP = 200_000
@@ -29,10 +30,10 @@ def _per_window(edges: np.ndarray, times: np.ndarray, weights: np.ndarray | None
 def step_rows(r: Result) -> list[dict]:
     """One trace row per trainer step of `r`, with the step window's dispatched / discarded /
     filtered rollout counts and generated tokens."""
-    seg = r.seg
+    seg = r.segments
     edges = np.array([s.t_end_s for s in r.steps])
-    first = np.zeros(len(seg["root"]), dtype=bool)
-    first[np.unique(seg["root"], return_index=True)[1]] = True  # a rollout is dispatched once
+    first = np.zeros(len(seg["rollout"]), dtype=bool)
+    first[np.unique(seg["rollout"], return_index=True)[1]] = True  # a rollout is dispatched once
     status = seg["status"]
     dispatched = _per_window(edges, seg["t_dispatch"][first])
     discarded = _per_window(edges, seg["t_finish"][status == DISCARDED])
@@ -55,32 +56,32 @@ def write_trace(paths: RunPaths, r: Result, group_size: int, steps_written: bool
     return rollout counts by final status."""
     if not steps_written:
         write_steps(paths.steps, step_rows(r))
-    seg, root = r.seg, r.root
+    seg, draws = r.segments, r.draws
     status = seg["status"]
     names = np.array(STATUS_NAMES)
-    rid = seg["root"]
+    rid = seg["rollout"]
     n = len(rid)
     with RolloutWriter(paths.rollouts) as w:
         for a in range(0, max(n, 1), ROW_GROUP):
             sl = slice(a, min(a + ROW_GROUP, n))
             ids, st = rid[sl], status[sl]
             step = seg["step"][sl]
-            vend = seg["v_end"][sl]
+            vend = seg["version_end"][sl]
             done = np.isin(st, (USED, FILTERED))  # finished and scored
             w.write(
                 {
                     "rollout_id": ids,
                     "group_id": ids // group_size,
                     "step_consumed": pa.array(step, mask=step < 0),
-                    "policy_version_start": seg["v_start"][sl],
+                    "policy_version_start": seg["version_start"][sl],
                     "policy_version_end": pa.array(vend, mask=vend < 0),
                     "t_dispatch_s": seg["t_dispatch"][sl],
                     "t_finish_s": seg["t_finish"][sl],
-                    "prompt_tokens": root["prompt_tokens"][ids],
+                    "prompt_tokens": draws["prompt_tokens"][ids],
                     "response_tokens": np.round(seg["tokens"][sl]).astype(np.int64),
-                    "turns": root["turns"][ids],
-                    "env_s": root["env_s"][ids],
-                    "reward": pa.array(root["reward"][ids], mask=~done),
+                    "turns": draws["turns"][ids],
+                    "env_s": draws["env_s"][ids],
+                    "reward": pa.array(draws["reward"][ids], mask=~done),
                     "status": pc.take(STATUS_ARRAY, pa.array(st.astype(np.int64))),
                 }
             )

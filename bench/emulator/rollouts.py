@@ -1,0 +1,137 @@
+"""Rollout columns: the state of every dispatched rollout, one numpy column per field, and the facts
+of each group (its prompt's rollouts, scored together).
+
+A rollout's id is its row: group g holds rollouts g*G .. g*G+G-1, drawn a chunk of groups at a time
+(draws.py). A rollout aborted when a batch fills (partial rollout) leaves a `resumed` segment in
+`history` and its own row restarts when it resumes, so a rollout's own row is always its final state.
+Status codes are small ints in one int8 column (vectorised masks over whole groups); STATUS_NAMES
+gives the trace's names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from bench.emulator.draws import GroupChunk
+
+# Rollout status. In flight: RUNNING (generating) or PENDING (finished, not trained yet); final: USED
+# (trained), DISCARDED (cancelled surplus or too stale), FILTERED (zero advantage), ABORTED (buffered
+# partial rollout the run ended on); RESUMED: a segment cut by an abort, continued in a later segment.
+RUNNING, PENDING, USED, DISCARDED, ABORTED, FILTERED, RESUMED = range(7)
+# trace names; a rollout still running or pending when the run ends was aborted by the end of the run
+STATUS_NAMES = ("aborted", "aborted", "used", "discarded", "aborted", "filtered", "resumed")
+IN_FLIGHT = (RUNNING, PENDING)
+DONE_TOKENS = 1e-6  # decode tokens: a rollout with fewer left has finished
+
+# per-rollout draws, fixed at dispatch
+DRAWN = {"prompt_tokens": np.int64, "response_tokens": np.int64, "tool_tokens": np.int64,
+         "turns": np.int64, "env_s": np.float64, "reward": np.float64}  # fmt: skip
+# one trace segment: what the trace's rollouts.parquet reports per row
+SEGMENT = {"status": np.int8, "step": np.int64, "version_start": np.int64, "version_end": np.int64,
+           "t_dispatch": np.float64, "t_finish": np.float64, "tokens": np.float64}  # fmt: skip
+# generation state (decode tokens and seconds)
+GENERATION = {
+    "work": np.float64,  # response tokens to decode in all
+    "left": np.float64,  # tokens still to decode (after an abort)
+    "delay": np.float64,  # environment time + prefill before the first decode (s)
+    "context": np.float64,  # prompt + tool-output tokens (re-prefilled on resume)
+    "seg_work": np.float64,  # tokens the current segment set out to decode
+    "seg_delay": np.float64,  # environment time + prefill the current segment started with (s)
+    "env_left": np.float64,  # environment time left of an episode aborted before its decode began (s)
+}
+
+
+class Columns:
+    """Equal-length numpy columns that double their capacity when full."""
+
+    def __init__(self, dtypes: dict[str, Any]):
+        self.n, self.cap = 0, 4096
+        self.cols = {k: np.zeros(self.cap, dtype=d) for k, d in dtypes.items()}
+
+    def add(self, k: int) -> slice:
+        """Room for k more rows; returns their slice."""
+        if self.n + k > self.cap:
+            while self.n + k > self.cap:
+                self.cap *= 2
+            for name, a in self.cols.items():
+                b = np.zeros(self.cap, dtype=a.dtype)
+                b[: self.n] = a[: self.n]
+                self.cols[name] = b
+        sl = slice(self.n, self.n + k)
+        self.n += k
+        return sl
+
+    def view(self) -> dict[str, np.ndarray]:
+        return {k: a[: self.n] for k, a in self.cols.items()}
+
+
+class Rollouts:
+    """Every drawn rollout (columns) and group (lists, read one group at a time), plus the history of
+    resumed segments."""
+
+    def __init__(self, group_size: int):
+        self.group_size = group_size
+        self.table = Columns({**GENERATION, **DRAWN, **SEGMENT})
+        self.history = Columns({"rollout": np.int64, **SEGMENT})
+        # per group
+        self.version_start: list[int] = []  # policy version its generation started with
+        self.zero_advantage: list[bool] = []  # every reward equal: no learning signal
+        self.solve_all: list[bool] = []
+        self.solve_none: list[bool] = []
+
+    @property
+    def groups_drawn(self) -> int:
+        return self.table.n // self.group_size
+
+    def add_chunk(self, c: GroupChunk, prefill_s: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Append a chunk of drawn groups; return their (work, delay), shaped (groups, G)."""
+        sl = self.table.add(len(c.zero_adv) * self.group_size)
+        r = self.table.cols
+        for k in DRAWN:
+            r[k][sl] = getattr(c, k)
+        context = (c.prompt_tokens + c.tool_tokens).astype(np.float64)
+        delay = c.env_s + prefill_s(context)
+        work = c.response_tokens.astype(np.float64)
+        r["work"][sl] = r["left"][sl] = r["seg_work"][sl] = work
+        r["delay"][sl], r["seg_delay"][sl], r["context"][sl] = delay, delay, context
+        r["step"][sl] = r["version_end"][sl] = -1
+        r["t_finish"][sl] = np.nan
+        self.version_start += [0] * len(c.zero_adv)
+        self.zero_advantage += c.zero_adv.tolist()
+        self.solve_all += c.solve_all.tolist()
+        self.solve_none += c.solve_none.tolist()
+        return work.reshape(-1, self.group_size), delay.reshape(-1, self.group_size)
+
+    def rows(self, g: int) -> slice:
+        """Group g's rollouts."""
+        return slice(g * self.group_size, (g + 1) * self.group_size)
+
+    def members(self, groups: list[int]) -> np.ndarray:
+        """Rollout ids of `groups`, group by group."""
+        G = self.group_size
+        return (np.array(groups, dtype=np.int64)[:, None] * G + np.arange(G)).ravel()
+
+    def mark(self, g: int, status: int, only: tuple[int, ...] = IN_FLIGHT) -> None:
+        """Set group g's rollouts whose status is one of `only` to `status`."""
+        view = self.table.cols["status"][self.rows(g)]
+        mask = view == only[0]
+        for o in only[1:]:
+            mask |= view == o
+        view[mask] = status
+
+    def dispatch(self, g: int, t: float, version: int) -> None:
+        """Group g's generation starts at t with weights of `version`."""
+        rows, r = self.rows(g), self.table.cols
+        self.version_start[g] = version
+        r["t_dispatch"][rows] = t
+        r["version_start"][rows] = version
+
+    def segments(self, rollouts: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """(segments, draws) of the first `rollouts` rollouts: the history of resumed segments, then
+        every rollout's own (final) row, each with its `rollout` id; and their per-rollout draws."""
+        r, h = self.table.view(), self.history.view()
+        seg = {k: np.concatenate([h[k], r[k][:rollouts]]) for k in SEGMENT}
+        seg["rollout"] = np.concatenate([h["rollout"], np.arange(rollouts)])
+        return seg, {k: r[k][:rollouts] for k in DRAWN}
