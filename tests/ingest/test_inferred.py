@@ -234,3 +234,37 @@ def test_given_values_fill_what_the_logs_lack(tmp_path_factory, opd_results):
     assert inf["model"] == {"value": "qwen3_0_6b", "name": "Qwen/Qwen3-0.6B", "source": "given"}
     assert inf["max_response_len"] == {"value": 128, "source": "given"}
     assert inf["group_size"]["source"].startswith("metrics.jsonl:1")  # logged values stay logged
+
+
+@pytest.mark.parametrize(
+    ("run", "wall", "per_s", "wh"),
+    # REPORT.md: end-to-end 229 / 335 / 276 s; 8.38 / 5.73 / 6.96 trajectories/s; 14.9 / 22.4 / 18.7 Wh
+    [("verl_run", 229, 8.38, 14.9), ("miles_run", 335, 5.73, 22.4), ("prime_run", 276, 6.96, 18.7)],
+)
+def test_one_wall_clock_for_every_framework(request, run, wall, per_s, wh):
+    """Rates use the harness window (wall_time.env start_epoch -> end_epoch) for all three: prime-rl's
+    nested wall_seconds is no longer missed (it was 257 s from its step span, flattering it by 7%)."""
+    path = request.getfixturevalue(run)
+    m = read_manifest(RunPaths(path))
+    assert m["wall_s"] == wall and m["wall_window"]["window"] == "harness"
+    assert m["wall_window"]["source"].endswith("wall_time.env")
+    metrics = json.loads(RunPaths(path).metrics.read_text())
+    assert metrics["wall_window"].startswith("harness: harness start")
+    assert (
+        metrics["trajectories_per_s"] == pytest.approx(1920 / wall)
+        and round(metrics["trajectories_per_s"], 2) == per_s
+    )
+    assert metrics["energy_wh"] == pytest.approx(wh, abs=0.1)  # both GPUs' 1-s nvidia-smi samples
+
+
+def test_without_a_wall_time_file_the_window_is_the_step_span(tmp_path_factory, opd_results):
+    logs = tmp_path_factory.mktemp("prime_logs")
+    for f in (opd_results / "prime").iterdir():
+        if f.name != "wall_time.env":
+            os.symlink(f, logs / f.name)
+    run = _run(tmp_path_factory, "prime_rl", logs)
+    m = read_manifest(RunPaths(run))
+    w = m["wall_window"]
+    assert w["window"] == "trace" and w["definition"].startswith("first step's start to the last step's end")
+    steps = read_steps(RunPaths(run).steps)
+    assert m["wall_s"] == pytest.approx(steps.t_end_s.max() - steps.t_start_s.min())
