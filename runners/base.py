@@ -34,6 +34,7 @@ class Process:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)  # values; secrets are named in secret_env
     secret_env: list[str] = field(default_factory=list)  # names only, values never written
+    log: str = ""  # its log file under <run>/logs/ in job.sbatch; "" = <role>-<node_rank>.log
 
 
 @dataclass

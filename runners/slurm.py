@@ -191,29 +191,8 @@ def render_sbatch(
             ("ray head + driver" if rank == 0 else "ray worker") if ray else ("driver" if rank == 0 else "")
         )
         out.append(f"#   node {rank}: {roles.get(rank, default)}")
-    out += [
-        "# Submit from the run directory: cd RUN_DIR && mkdir -p logs && sbatch launch/job.sbatch",
-        "set -euo pipefail",
-        "",
-        'RUN_DIR="${BENCH_RUN_DIR:-${SLURM_SUBMIT_DIR:-$PWD}}"',
-        'mkdir -p "${RUN_DIR}/logs"',
-        'mapfile -t NODES < <(scontrol show hostnames "${SLURM_JOB_NODELIST}")',
-        f"if (( ${{#NODES[@]}} < {int(nodes)} )); then",
-        f'  echo "job.sbatch: got ${{#NODES[@]}} node(s), expected {int(nodes)}" >&2',
-        "  exit 1",
-        "fi",
-        'HEAD_NODE="${NODES[0]}"',
-        "",
-    ]
-    setup = [str(s) for s in (_get(cluster, "setup", []) or [])]
-    if setup:
-        out += ["# Site setup (cluster.setup), verbatim:", *setup, ""]
-    secrets = sorted(set(secret_env))
-    if secrets:
-        out.append("# Secrets are read from the submitting environment (names only, never written here):")
-        for name in secrets:
-            out.append(f'[[ -n "${{{name}:-}}" ]] || echo "job.sbatch: warning: {name} is not set" >&2')
-        out.append("")
+    out += ["# Submit from the run directory: cd RUN_DIR && mkdir -p logs && sbatch launch/job.sbatch"]
+    out += _preamble(cluster, nodes, [], ['HEAD_NODE="${NODES[0]}"'], secret_env)
     if env:
         out.append("# Exported before Ray starts, so every raylet and Ray actor inherits it:")
         for key in sorted(env):
@@ -239,7 +218,7 @@ def render_sbatch(
         out += [
             f"# {p.role} on node {p.node_rank}",
             f'"${{ON_NODE[@]}}" "${{NODES[{p.node_rank}]}}" "${{IN_CONTAINER[@]}}" {shell_join(p.argv)} \\',
-            f'  > "${{RUN_DIR}}/logs/{p.role}-{p.node_rank}.log" 2>&1 &',
+            f"  > {_quote_keep_vars(_log_path(p))} 2>&1 &",
         ]
     if processes:
         out.append("")
@@ -250,6 +229,140 @@ def render_sbatch(
         '  DRIVER=("${BENCH_DRIVER}" "${DRIVER[@]}")',
         "fi",
         '"${ON_NODE[@]}" "${HEAD_NODE}" "${IN_CONTAINER[@]}" "${DRIVER[@]}" 2>&1 | tee "${RUN_DIR}/logs/driver.log"',
+        "",
+    ]
+    return "\n".join(out)
+
+
+def _preamble(
+    cluster: Any, nodes: int, variables: Sequence[str], after_nodes: Sequence[str], secret_env: Iterable[str]
+) -> list[str]:
+    """From `set -euo pipefail` to the secrets check: RUN_DIR, the node list (checked against
+    `nodes`), the site's setup lines, and a warning per unset secret (names only)."""
+    out = [
+        "set -euo pipefail",
+        "",
+        'RUN_DIR="${BENCH_RUN_DIR:-${SLURM_SUBMIT_DIR:-$PWD}}"',
+        *variables,
+        'mkdir -p "${RUN_DIR}/logs"',
+        'mapfile -t NODES < <(scontrol show hostnames "${SLURM_JOB_NODELIST}")',
+        f"if (( ${{#NODES[@]}} < {int(nodes)} )); then",
+        f'  echo "job.sbatch: got ${{#NODES[@]}} node(s), expected {int(nodes)}" >&2',
+        "  exit 1",
+        "fi",
+        *after_nodes,
+        "",
+    ]
+    setup = [str(s) for s in (_get(cluster, "setup", []) or [])]
+    if setup:
+        out += ["# Site setup (cluster.setup), verbatim:", *setup, ""]
+    secrets = sorted(set(secret_env))
+    if secrets:
+        out.append("# Secrets are read from the submitting environment (names only, never written here):")
+        for name in secrets:
+            out.append(f'[[ -n "${{{name}:-}}" ]] || echo "job.sbatch: warning: {name} is not set" >&2')
+        out.append("")
+    return out
+
+
+def _log_path(p: Process) -> str:
+    return f"${{RUN_DIR}}/logs/{p.log or f'{p.role}-{p.node_rank}.log'}"
+
+
+def render_steps_sbatch(
+    cluster: Any,
+    *,
+    job_name: str,
+    nodes: int,
+    gpus_per_node: int,
+    processes: Sequence[Process],
+    main_roles: Sequence[str],
+    intro: Sequence[str] = (),
+    usage: Sequence[str] = (),
+    variables: Sequence[str] = (),
+    after_nodes: Sequence[str] = (),
+    prepare: Process | None = None,
+    prepare_intro: Sequence[str] = (),
+    chdir: str = "",
+    container_image: str = "",
+) -> str:
+    """job.sbatch for a job without Ray: one srun step per process on its node rank.
+
+    The job ends when every process of `main_roles` has exited 0, or as soon as any process
+    fails or a server (any other role) exits; the script's own steps are stopped on exit. Each
+    process logs to logs/<Process.log> (default <role>-<node_rank>.log) with its env inline.
+    `intro` / `usage`: comment lines before / after the node-role list; `variables` / `after_nodes`:
+    shell lines before / after the node list is read; `prepare`: one step run to completion first
+    (e.g. the framework's own config check), introduced by `prepare_intro`; `chdir`: every step's
+    working directory. Needs bash >= 5.1 (wait -n -p).
+    """
+    if nodes < 1:
+        raise ValueError(f"nodes={nodes}; expected >= 1")
+    srun_opts, prefix = container_prefix(cluster, container_image)
+    out = sbatch_header(cluster, job_name, nodes, gpus_per_node, None)
+    out += ["", *intro]
+    order = list(dict.fromkeys(p.role for p in processes))  # roles in order of first appearance
+    for n in range(nodes):
+        roles = sorted({p.role for p in processes if p.node_rank == n}, key=order.index)
+        out.append(f"#   node {n}: {' + '.join(roles)}")
+    out += list(usage)
+    out += _preamble(cluster, nodes, variables, after_nodes, (s for p in processes for s in p.secret_env))
+    step = [
+        "srun",
+        "--overlap",
+        "--nodes=1",
+        "--ntasks=1",
+        *([f"--chdir={chdir}"] if chdir else []),
+        *srun_opts,
+    ]
+    where = f", in {chdir}" if chdir else ""
+    out += [
+        f'# "${{ON_NODE[@]}}" HOST CMD...: run CMD as an srun step on one node{where}.',
+        f"ON_NODE=({' '.join(_quote_keep_vars(w) for w in step)} -w)",
+        "",
+    ]
+
+    def command(p: Process) -> str:
+        env = [f"{k}={v}" for k, v in sorted(p.env.items())]
+        return " ".join(_quote_keep_vars(w) for w in [*prefix, *(["env", *env] if env else []), *p.argv])
+
+    if prepare is not None:
+        out += [*prepare_intro, f'"${{ON_NODE[@]}}" "${{NODES[{prepare.node_rank}]}}" {command(prepare)} \\']
+        out += [f"  > {_quote_keep_vars(_log_path(prepare))} 2>&1", ""]
+    numbered = "2. " if prepare is not None else ""
+    out += [
+        f"# {numbered}One srun step per process on its node; the job ends when {' and '.join(main_roles)} finish,",
+        "#    or as soon as any process fails or a server exits.",
+        "declare -A ROLE_OF=() MAIN=()",
+        "# shellcheck disable=SC2317  # reached through the EXIT trap",
+        "cleanup() {",
+        "  # Servers never exit by themselves: stop this script's own steps (and only those) on exit.",
+        "  jobs -p | xargs -r kill 2>/dev/null || true",
+        "}",
+        "trap cleanup EXIT",
+    ]
+    for p in processes:
+        out += [f'"${{ON_NODE[@]}}" "${{NODES[{p.node_rank}]}}" {command(p)} \\',
+                f"  > {_quote_keep_vars(_log_path(p))} 2>&1 &", f'ROLE_OF[$!]="{p.role} on node {p.node_rank}"']  # fmt: skip
+        if p.role in main_roles:
+            out.append("MAIN[$!]=1")
+    out += [
+        "",
+        "rc=0",
+        "while (( ${#MAIN[@]} > 0 )); do",
+        '  ended="" status=0',
+        "  wait -n -p ended || status=$?",
+        '  [[ -n "${ended}" ]] || break',
+        '  if [[ -n "${MAIN[${ended}]:-}" ]]; then',
+        '    unset "MAIN[${ended}]"',
+        "    (( status == 0 )) && continue",
+        "  fi",
+        "  # a main process failed, or a server exited while the run was going",
+        '  echo "job.sbatch: ${ROLE_OF[${ended}]} exited (status ${status}) before the run finished" >&2',
+        "  rc=$(( status == 0 ? 1 : status ))",
+        "  break",
+        "done",
+        'exit "${rc}"',
         "",
     ]
     return "\n".join(out)

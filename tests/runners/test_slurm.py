@@ -12,7 +12,7 @@ import pytest
 
 from bench.config import compose
 from runners.base import Process
-from runners.slurm import ray_processes, render_sbatch, shell_join, shell_word
+from runners.slurm import ray_processes, render_sbatch, render_steps_sbatch, shell_join, shell_word
 from tests.runners.stub_job import run_stub_job
 
 
@@ -79,11 +79,9 @@ def test_gpu_type_none_drops_the_gres_request():
 def test_container_kinds_wrap_every_step():
     pyxis = _render(["cluster.container.kind=pyxis"])
     assert "--container-image=verlai/verl:vllm011.latest" in pyxis
-    assert '"--container-mounts=/shared/models:/models,${RUN_DIR}:${RUN_DIR}"' in pyxis
+    assert '"--container-mounts=/shared:/shared,${RUN_DIR}:${RUN_DIR}"' in pyxis
     appt = _render(["cluster.container.kind=apptainer", "cluster.container.image=/img/verl.sif"])
-    assert (
-        'IN_CONTAINER=(apptainer exec --nv --bind "/shared/models:/models,${RUN_DIR}" /img/verl.sif)' in appt
-    )
+    assert 'IN_CONTAINER=(apptainer exec --nv --bind "/shared:/shared,${RUN_DIR}" /img/verl.sif)' in appt
     none = _render(["cluster.container.kind=none"])
     assert "IN_CONTAINER=()" in none and "container-image" not in none
 
@@ -202,3 +200,31 @@ def test_too_few_nodes_fails_before_ray(tmp_path):
     assert res.returncode == 1
     assert "got 2 node(s), expected 3" in res.stderr
     assert log == []
+
+
+def test_steps_job_runs_each_process_on_its_node_and_waits_for_the_main_roles(tmp_path):
+    cfg = compose(["cluster=example_site", "cluster.container.kind=none"])
+    procs = [
+        Process(
+            "server",
+            0,
+            ["python3", "-m", "srv", "--port", "8000"],
+            {"CUDA_VISIBLE_DEVICES": "0,1"},
+            log="srv-a.log",
+        ),
+        Process(
+            "trainer", 1, ["python3", "-m", "train", "--out", "${RUN_DIR}/ckpt"], secret_env=["HF_TOKEN"]
+        ),
+    ]
+    text = render_steps_sbatch(
+        cfg.cluster, job_name="x", nodes=2, gpus_per_node=8, processes=procs, main_roles=("trainer",)
+    )
+    lines = text.splitlines()
+    assert "#   node 0: server" in lines and "#   node 1: trainer" in lines
+    assert '"${ON_NODE[@]}" "${NODES[0]}" env CUDA_VISIBLE_DEVICES=0,1 python3 -m srv --port 8000 \\' in lines
+    assert '  > "${RUN_DIR}/logs/srv-a.log" 2>&1 &' in lines
+    assert '"${ON_NODE[@]}" "${NODES[1]}" python3 -m train --out "${RUN_DIR}/ckpt" \\' in lines
+    assert lines[lines.index('  > "${RUN_DIR}/logs/trainer-1.log" 2>&1 &') + 2] == "MAIN[$!]=1"
+    assert text.count("MAIN[$!]=1") == 1  # the server is not waited for: its exit ends the job
+    assert '[[ -n "${HF_TOKEN:-}" ]] || echo "job.sbatch: warning: HF_TOKEN is not set" >&2' in lines
+    _lint(tmp_path, text)
