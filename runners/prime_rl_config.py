@@ -77,7 +77,9 @@ def _key_line(text: str, key: str) -> int | None:
             m, line = find_line(text[head.end() :], leaf_re)
             if m:
                 return head_line + line - 1
-    _, line = find_line(text, leaf_re)
+    m, line = find_line(text, leaf_re)
+    if m is None:  # JSON keeps nested objects on one line: the quoted key anywhere
+        _, line = find_line(text, rf"\"{re.escape(leaf)}\"\s*:")
     return line
 
 
@@ -90,6 +92,11 @@ def _take(facts: Facts, name: str, keys: tuple[str, ...], cfg: tuple, conv=posit
             if v is not None:
                 put(facts, name, v, source(log_dir, path, _key_line(text, fk)))
                 return
+
+
+def _count_ids(v: Any) -> int | None:
+    """GPU id lists of the pre-2026-02 configs (`trainer_gpu_ids = [1]`) -> how many."""
+    return len(v) if isinstance(v, list) and v else None
 
 
 def _from_configs(facts: Facts, log_dir: Path, configs: list) -> None:
@@ -105,6 +112,19 @@ def _from_configs(facts: Facts, log_dir: Path, configs: list) -> None:
         _take(facts, "total_steps", ("max_steps", "orchestrator.max_steps", "trainer.max_steps"), cfg)
         _take(facts, "gpus.trainer", ("deployment.num_train_gpus",), cfg)
         _take(facts, "gpus.rollout", ("deployment.num_infer_gpus",), cfg)
+        _take(facts, "gpus.teacher", ("deployment.num_teacher_gpus",), cfg)  # v0.5 - 2026-05
+        _take(facts, "gpus.trainer", ("trainer_gpu_ids", "deployment.trainer_gpu_ids"), cfg, conv=_count_ids)
+        _take(
+            facts, "gpus.rollout", ("inference_gpu_ids", "deployment.inference_gpu_ids"), cfg, conv=_count_ids
+        )
+        per_node = positive_int(flat.get("deployment.gpus_per_node"))
+        for role, key in (
+            ("gpus.trainer", "deployment.num_train_nodes"),
+            ("gpus.rollout", "deployment.num_infer_nodes"),
+        ):
+            nodes = positive_int(flat.get(key))
+            if nodes and per_node:  # multi-node: whole nodes per role
+                put(facts, role, nodes * per_node, source(log_dir, path, _key_line(text, key)))
         _take(
             facts,
             "staleness_bound",
