@@ -28,7 +28,7 @@ def build(result_dirs: list[Path | str], out_dir: Path | str, all_runs: bool = F
     listed apart, never as empty rows. Raises ReportError when no run directory is found.
     """
     from bench.report import figures, render
-    from bench.report.findings import findings
+    from bench.report.findings import VERDICT_LINES, findings, verdict_groups
     from bench.report.pool import fork_map
     from bench.report.series import load_series
 
@@ -40,7 +40,7 @@ def build(result_dirs: list[Path | str], out_dir: Path | str, all_runs: bool = F
     not_ran = [r for r in every if not r.metrics]
     summary = full.iloc[ran].reset_index(drop=True)
     series = fork_map(load_series, runs)
-    summary = _with_evidence(summary, series)
+    summary = _with_evidence(summary, series, runs)
     verdicts = [
         diagnose(_numbers(summary, i), resources(resolved_config(r.manifest))) for i, r in enumerate(runs)
     ]
@@ -59,6 +59,7 @@ def build(result_dirs: list[Path | str], out_dir: Path | str, all_runs: bool = F
         "verdicts": [
             {"run": render.table(runs, summary, verdicts)["rows"][i], "v": v} for i, v in enumerate(verdicts)
         ],
+        "verdict_groups": verdict_groups(summary, verdicts) if len(verdicts) > VERDICT_LINES else [],
         "table": render.table(runs, summary, verdicts),
         "full": render.full_table(runs, summary),
         "findings": findings(runs, summary, not_ran),
@@ -79,13 +80,30 @@ EVIDENCE_KEYS = ["generator_idle_frac", "sync_share", "trained_response_tokens"]
 DIAGNOSIS_EXTRA = ["tail_ratio", "truncated_frac", "scoring_share", "stale_drop_frac"]
 
 
-def _with_evidence(summary, series):
-    """The summary plus the report's trace columns (bench.report.evidence), NaN when unknown."""
+REPORT_MISSING = {
+    "generator_idle_frac": "steps.parquet has no gen_s on every window step",
+    "sync_share": "steps.parquet has no sync_s on every window step",
+    "trained_response_tokens": "steps.parquet has no response_tokens on every step",
+}
+COLOCATED = "colocated placement: generation and training share the GPUs, so generator idle is not defined"
+
+
+def _with_evidence(summary, series, runs=None):
+    """The summary plus the report's trace columns (bench.report.evidence), NaN when unknown;
+    with `runs`, each NaN gets its reason in the run's `missing` (colocated runs have no
+    generator idle)."""
     cols = {
         k: [s.evidence.get(k) for s in series]
         for k in ("generator_idle_frac", "sync_share", *DIAGNOSIS_EXTRA)
     }
     cols["trained_response_tokens"] = [s.trained_response_tokens for s in series]
+    for i, r in enumerate(runs or []):
+        if resources(resolved_config(r.manifest)).placement == "colocated":
+            cols["generator_idle_frac"][i] = None
+            r.missing["generator_idle_frac"] = COLOCATED
+        for k, why in REPORT_MISSING.items():
+            if cols[k][i] is None:
+                r.missing.setdefault(k, why)
     return summary.assign(**{k: pd.Series(v, dtype="float64") for k, v in cols.items()})
 
 

@@ -78,6 +78,8 @@ def compare(df: pd.DataFrame, col: Column) -> str | None:
         return None
     pts, a, b, noise = top
     label = col.label[:1].lower() + col.label[1:] if not col.label[:2].isupper() else col.label
+    if pts["value"].nunique() == 1:
+        return f"{col.label}: tie — {_fmt(a.value, col)} on all {len(pts)} points that report it"
     if abs(a.value - b.value) <= noise:
         tied = pts[(pts["value"] - a.value).abs() <= noise]
         names = ", ".join(_name(df, int(r)) for r in tied["row"][:4])
@@ -148,3 +150,38 @@ def leader_rows(df: pd.DataFrame, col: Column) -> set[int]:
     a = top[1]
     same = (df["framework"] == a.framework) & (df["sweep"] == a.sweep) & (df["mode"] == a["mode"])
     return set(df.index[same & df[col.key].notna()])
+
+
+VERDICT_LINES = 6  # more runs than this: one verdict line per label, each run's in the table
+
+
+def verdict_groups(df: pd.DataFrame, verdicts: list) -> list[dict[str, str]]:
+    """One line per verdict label: how many runs, which, the range of the deciding numbers, and
+    the cause and action of the first run with that label (a sweep's verdicts read at a glance)."""
+    out = []
+    for label in dict.fromkeys(v.label for v in verdicts):
+        idx = [i for i, v in enumerate(verdicts) if v.label == label]
+        names = [
+            f"{df.at[i, 'framework']}{' ' + df.at[i, 'sweep'] if df.at[i, 'sweep'] else ''}" for i in idx
+        ]
+        names = list(dict.fromkeys(names))
+        shown = ", ".join(names[:3]) + (f" … {names[-1]}" if len(names) > 3 else "")
+        ranges = []
+        for name in verdicts[idx[0]].deciding:
+            vals = [verdicts[i].deciding.get(name) for i in idx]
+            vals = [v for v in vals if v is not None]
+            if vals:
+                lo, hi = 100 * min(vals), 100 * max(vals)
+                ranges.append(f"{name} {lo:.1f}%" + (f"–{hi:.1f}%" if f"{hi:.1f}" != f"{lo:.1f}" else ""))
+        first = verdicts[idx[0]]
+        out.append(
+            {
+                "label": label,
+                "runs": f"{len(idx)} run{'s' if len(idx) != 1 else ''}: {shown}",
+                "numbers": " · ".join(ranges),
+                "cause": first.cause,
+                "action": first.action,
+                "example": names[0],
+            }
+        )
+    return out

@@ -213,7 +213,8 @@ def sweep_keys(runs: list[Run]) -> list[str]:
     keys: set[str] = set()
     for flats in by_fw.values():
         for k in set().union(*flats) if flats else ():
-            if k.startswith(_NOT_SWEPT) or k.endswith(".name"):
+            # A seed is a replicate of a point (its spread is the seed band), not a point of its own.
+            if k.startswith(_NOT_SWEPT) or k.endswith((".name", ".seed")):
                 continue
             if len({repr(f.get(k)) for f in flats}) > 1:
                 keys.add(k)

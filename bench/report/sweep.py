@@ -71,6 +71,12 @@ def recommend(pts: pd.DataFrame, key: str) -> Recommendation | None:
                 v, reason + f", and production meets consumption there (ratio {ratio[j]:.2f})"
             )
         reason += f", with production at {ratio[j]:.2f} of consumption (trainer idle {_pct(d.at[j, 'trainer_idle_frac'])})"
+        if met.empty:
+            k = ratio.idxmax()
+            reason += (
+                f"; no point reaches production = consumption, {key}={d.at[k, 'sweep_value']:g} comes closest "
+                f"(ratio {ratio[k]:.2f}, ${d.at[k, cost]:.3f}): extend the sweep past it for throughput"
+            )
         if not met.empty and met[cost].notna().any():
             k = met[cost].idxmin()
             reason += (
