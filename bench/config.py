@@ -311,7 +311,7 @@ def compose(overrides: list[str] | tuple[str, ...] = ()) -> Any:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    overrides = list(overrides)
+    overrides = expand_calibration(list(overrides))
     check_overrides(overrides)
     if GlobalHydra.instance().is_initialized():
         GlobalHydra.instance().clear()
@@ -320,6 +320,47 @@ def compose(overrides: list[str] | tuple[str, ...] = ()) -> Any:
             return hydra_compose(config_name="config", overrides=overrides)
     except (HydraException, OmegaConfBaseException) as e:
         raise UsageError(hydra_error_line(e)) from e
+
+
+CALIBRATION = "calibration"  # calibration=FILE: a `bench calibrate` YAML, applied as overrides
+CALIBRATED_GROUPS = ("emulator.", "workload.")  # what a calibration may set
+
+
+def expand_calibration(overrides: list[str]) -> list[str]:
+    """Replace each `calibration=FILE` by the overrides its fitted `values:` stand for, in place,
+    so a later key=value still wins. FILE is a `bench calibrate` YAML (bench/calibrate.py): each
+    `values.<key>.value` becomes `<key>=<value>`; only emulator.* and workload.* keys are taken
+    (a calibration describes how fast and what shape, never what hardware or model)."""
+    import yaml
+
+    out: list[str] = []
+    for text in overrides:
+        key, sep, path = text.partition("=")
+        if key != CALIBRATION or not sep:
+            out.append(text)
+            continue
+        file = Path(path)
+        if not file.is_file():
+            raise UsageError(
+                f"calibration={path}: no such file; write one with `bench calibrate RUN_DIR --out FILE`"
+            )
+        try:
+            values = (yaml.safe_load(file.read_text()) or {}).get("values")
+        except (yaml.YAMLError, AttributeError) as e:
+            raise UsageError(
+                f"calibration={path}: not a calibration YAML ({str(e).splitlines()[0]})"
+            ) from None
+        if not isinstance(values, dict) or not values:
+            raise UsageError(f"calibration={path}: no `values:` mapping; expected `bench calibrate` output")
+        for k, v in values.items():
+            if not str(k).startswith(CALIBRATED_GROUPS) or not isinstance(v, dict) or "value" not in v:
+                raise UsageError(
+                    f"calibration={path}: values.{k}: expected an emulator.* or workload.* key with a `value`"
+                )
+            val = v["value"]
+            shown = "{" + ",".join(f"{a}:{b}" for a, b in val.items()) + "}" if isinstance(val, dict) else val
+            out.append(f"{k}={shown}")
+    return out
 
 
 def for_framework(overrides: list[str] | tuple[str, ...], framework: str) -> Any:
