@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
-from bench import cost, flops
+from bench import cost, flops, latency
 from bench.trace import RunPaths, TraceError, read_gpu, read_manifest, read_rollouts, read_steps, write_json
 
 IDENTITY_TOLERANCE = 0.10  # consumption x (1 - idle) vs production (SemiAnalysis case 1: 1.93 vs 1.95)
@@ -416,7 +416,8 @@ def compute(run_dir: Path | str) -> dict[str, Any]:
     rollouts = (
         read_rollouts(
             paths.rollouts,
-            ["status", "step_consumed", "policy_version_start", "prompt_tokens", "response_tokens"],
+            ["status", "step_consumed", "policy_version_start", "prompt_tokens", "response_tokens"]
+            + ["t_dispatch_s", "t_finish_s"],
         )
         if paths.rollouts.exists()
         else None
@@ -448,6 +449,7 @@ def compute(run_dir: Path | str) -> dict[str, Any]:
         "window": {"first_step": c.window.first, "last_step": c.window.last, "rule": c.window.rule},
         # which wall clock wall_s, trajectories_per_s and the cost figures use (docs/metrics.md)
         "wall_window": _wall_window(manifest),
+        "latency": latency.summary(rollouts, c.window.first, c.window.last),
         "missing": c.missing,
         "checks": checks,
     }

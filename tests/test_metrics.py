@@ -176,3 +176,36 @@ def test_metric_identities_hold(tmp_path_factory, rows):
     sync = sum(s["sync_s"] for s in steps[m["window"]["first_step"] :])
     implied = m["consumption_samples_per_s"] * (1 - m["trainer_idle_frac"]) * busy / (busy + sync)
     assert implied == pytest.approx(m["production_samples_per_s"], rel=1e-9)
+
+
+def test_rollout_latency_percentiles_and_stragglers(tmp_path):
+    """Per step, rollouts of 1..100 s (dispatch to finish): p50 50.5 s, p95 95.05 s, p99 99.01 s
+    (numpy's linear interpolation), straggler ratio 100 / 50.5; step 0 is warm-up, outside the window."""
+    from bench.trace import write_rollouts
+
+    run = make_run(tmp_path, case1_like_steps(4))
+    rollouts = [
+        {
+            "rollout_id": 1000 * step + k,
+            "group_id": k // 10,
+            "step_consumed": step,
+            "t_dispatch_s": 100.0 * step,
+            "t_finish_s": 100.0 * step + (k + 1) * (2 if step == 3 else 1),  # step 3: twice as slow
+            "status": "used",
+        }
+        for step in range(4)
+        for k in range(100)
+    ]
+    write_rollouts(RunPaths(run).rollouts, rollouts)
+    lat = compute(run)["latency"]
+    assert lat["steps"] == 3  # steps 1-3: ceil(10% of 4) = 1 warm-up step skipped
+    assert lat["p50_s"] == pytest.approx((50.5 + 50.5 + 101.0) / 3)
+    assert lat["p95_s"] == pytest.approx((95.05 + 95.05 + 190.1) / 3)
+    assert lat["p99_s"] == pytest.approx((99.01 + 99.01 + 198.02) / 3)
+    assert lat["straggler_ratio_max"] == pytest.approx(100 / 50.5)
+
+
+def test_latency_without_a_rollout_trace_says_so(tmp_path):
+    assert compute(make_run(tmp_path, case1_like_steps(4)))["latency"] == {
+        "missing": "no per-rollout trace (trace/rollouts.parquet)"
+    }
