@@ -13,8 +13,8 @@ progress (mean field inside a span), so the engine's token throughput is conserv
 falls as its short rollouts end, and a batch's last groups speed up as their engine empties. One
 span (the plain average) is enough when an engine holds groups at every phase; when every group
 starts at once (a refill after cancel-at-fill), the per-sequence rate's convexity in B makes a
-single average 7% pessimistic against the exact per-rollout model; three spans bring it to 1%
-(two: 1.8%, four: 0.8%, at 1.24x the events of three).
+single average 6% pessimistic against the exact per-rollout engine; three spans bring it to 0.2%
+(two: 1.3%, four: 0.0%, at 1.24x the events of three).
 Events: one when a group starts decoding, one per later span, one when it finishes; nothing per
 token or per turn.
 """
