@@ -144,8 +144,8 @@ class Build:
 class Runner:
     """Base class of every runner: the shared skeleton of render and parse, the hooks declared.
 
-    A runner sets `name` and implements `auto_mode`, `build` and `parse`; `validate`,
-    `validate_native` and `schema_problems` are optional (defaults below). The base does the
+    A runner sets `name` and implements `auto_mode`, `build`, `parse` and `schema_problems`;
+    `validate`, `validate_native` and `native_settings` are optional (defaults below). The base does the
     rest the same way for every framework: mode resolution, validation before rendering, the
     Launch, and parse_logs' path handling.
     """
@@ -173,6 +173,12 @@ class Runner:
         """Parse an existing native output directory (or file) into trace rows."""
         raise NotImplementedError
 
+    def schema_problems(self, launch: Launch, schema_root: Path | None = None) -> list[str]:
+        """A rendered launch read back and checked against the framework's own schema (derived into
+        runners/schemas/, or the framework's shipped config under `schema_root`): one line per
+        unknown key or value the framework would read differently; [] when it round-trips."""
+        raise NotImplementedError
+
     # ---- optional hooks, with their defaults ----------------------------------------------------
     def validate(self, cfg: Any) -> list[str]:
         """Framework-specific pre-flight problems, one message per problem (key, value, expected).
@@ -183,11 +189,6 @@ class Runner:
         """The installed framework's own verdict on a rendered launch; a line ending in
         NOT_INSTALLED means it could not be checked here. Default: no native check."""
         return [f"{self.name}: native check {NOT_INSTALLED}"]
-
-    def schema_problems(self, launch: Launch) -> list[str]:
-        """A rendered launch checked against the framework's own schema (runners/schemas/ or the
-        framework's shipped config), one line per unknown key or bad value. Default: no schema."""
-        return []
 
     def native_settings(self, launch: Launch) -> dict[str, str]:
         """The launch's native settings as flat `key -> value` text, for comparing two renders

@@ -606,6 +606,19 @@ class PrimeRLRunner(Runner):
         lines = [ln.strip() for ln in (res.stderr + res.stdout).splitlines() if ln.strip()]
         return lines[-20:] or [f"prime-rl exited with status {res.returncode}"]
 
+    def schema_problems(self, launch: Launch, schema_root: Path | None = None) -> list[str]:
+        """rl.toml read back with tomllib, every key checked against the key schema derived from
+        prime-rl's config classes at the pinned commit (runners/schemas/, or schema_root)."""
+        try:
+            doc = tomllib.loads(launch.files["rl.toml"])
+        except tomllib.TOMLDecodeError as e:
+            return [f"rl.toml is not TOML: {e}"]
+        if schema_root is None:
+            schema = load_schema(launch.version)
+        else:
+            schema = json.loads((Path(schema_root) / SCHEMAS[launch.version]).read_text())
+        return check_keys(doc, schema)
+
     def native_settings(self, launch: Launch) -> dict[str, str]:
         """rl.toml as dotted `key -> value` (tables flattened, arrays of tables indexed, values as JSON)."""
         flat: dict[str, str] = {}

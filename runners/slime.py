@@ -487,6 +487,22 @@ class SlimeRunner(Runner):
             return [f"slime's parse_args rejected the flags (exit {out.returncode}): {tail}"]
         return []
 
+    def schema_problems(self, launch: Launch, schema_root: Path | None = None) -> list[str]:
+        """flags.txt read back (shell words) must be the driver's argv, and every flag must be one
+        slime, Megatron-LM or SGLang accepts at the pinned version, with a value of its type
+        (runners/schemas/slime-v0.3.1.json, or schema_root/slime-v0.3.1.json)."""
+        schema = load_schema(str(Path(schema_root) / SCHEMA_PATH.name)) if schema_root else load_schema()
+        driver = next(p for p in launch.processes if p.role == "driver")
+        lines = [shlex.split(line) for line in launch.files["flags.txt"].splitlines()]
+        problems = []
+        if [w for words in lines for w in words] != driver.argv[2:]:
+            problems.append("flags.txt does not read back as the driver's argv")
+        pairs = [(w[0], None if len(w) == 1 else (w[1] if len(w) == 2 else w[1:])) for w in lines]
+        problems += [
+            f"flag {f} is not accepted by slime {launch.version}" for f in unknown_flags(driver.argv, schema)
+        ]
+        return problems + check_values(pairs, schema)
+
     def native_settings(self, launch: Launch) -> dict[str, str]:
         """flags.txt as `flag -> value` ("" for a switch); a repeated flag keeps its last value."""
         lines = launch.files["flags.txt"].splitlines()

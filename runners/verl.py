@@ -11,6 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
+from omegaconf import OmegaConf
+
 from runners.base import NOT_INSTALLED, Build, Launch, ParseResult, Process, Runner, enum_value
 from runners.slurm import ray_processes, render_sbatch
 
@@ -350,6 +353,35 @@ class VerlRunner(Runner):
             return [f"{type(e).__name__}: {e}"]
         return []
 
+    def schema_problems(self, launch: Launch, schema_root: Path | None = None) -> list[str]:
+        """The driver argv composed strictly with verl's own Hydra YAML (the `verl/` folder of the
+        pinned wheel, `schema_root`, else the installed verl), then every override read back from
+        the composed config: an unknown key or a value verl would read differently is a problem."""
+        if schema_root is None:
+            try:
+                import verl  # noqa: F401  (only its location is used)
+            except ImportError:
+                return [f"verl's config YAML (schema_root or an installed verl) {NOT_INSTALLED}"]
+            schema_root = Path(verl.__file__).parent
+        driver = next(p for p in launch.processes if p.role == "driver")
+        try:
+            composed = compose_driver(driver.argv, schema_root)
+        except Exception as e:  # Hydra's composition errors name the offending key
+            return [f"{type(e).__name__}: {e}"]
+        problems = []
+        for line in launch.files["overrides.txt"].splitlines():
+            key, _, text = line.partition("=")
+            if key.startswith("hydra."):
+                continue  # Hydra's own settings, not part of verl's config
+            want, got = (
+                _override_value(text.replace("{run_dir}", "/tmp/run")),
+                OmegaConf.select(composed, key),
+            )
+            got = OmegaConf.to_container(got) if OmegaConf.is_config(got) else got
+            if got != want:
+                problems.append(f"{key}: rendered {text!r}, verl composed {got!r}")
+        return problems
+
     def native_settings(self, launch: Launch) -> dict[str, str]:
         """overrides.txt as `key -> value` (each line is one Hydra override `key=value`)."""
         lines = launch.files["overrides.txt"].splitlines()
@@ -360,6 +392,17 @@ class VerlRunner(Runner):
         from runners.verl_logs import parse_dir
 
         return parse_dir(log_dir)
+
+
+def _override_value(text: str) -> Any:
+    """A Hydra override value as verl's config holds it (YAML scalars and lists; 1e-06 is a float)."""
+    value = yaml.safe_load(text)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 def hydra_overrides_for_compose(overrides: list[str], config_dir: Path | str, run_dir: str) -> list[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench.config import compose
-from runners.base import NOT_INSTALLED, Runner, clean_line, clean_line_bytes, clean_text, load_runner
+from runners.base import NOT_INSTALLED, Launch, Runner, clean_line, clean_line_bytes, clean_text, load_runner
 
 # verl 0.9.1 V1 console line as Ray prints it (colour codes around the actor prefix)
 VERL_LINE = "\x1b[36m(TaskRunnerV1 pid=1234, ip=10.0.0.2)\x1b[0m step:3 - timing_s/step:12.5"
@@ -43,7 +43,9 @@ def test_a_mode_the_pinned_version_lacks_is_named_by_key(framework):
 def test_hooks_have_declared_defaults(tmp_path):
     runner = Runner(name="x", version="1")
     runner.name = "x"
-    assert runner.schema_problems(None) == []
+    with pytest.raises(NotImplementedError):  # required: every runner checks its framework's schema
+        runner.schema_problems(None)
+    assert runner.native_settings(Launch("x", "1", 1, 8, [], files={"a.txt": "k=v\n"})) == {"a.txt": "k=v\n"}
     assert runner.validate_native(None, None) == [f"x: native check {NOT_INSTALLED}"]
     assert runner.parse_logs(tmp_path / "absent").warnings == [
         f"{tmp_path / 'absent'}: no such file or directory"
