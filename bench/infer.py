@@ -277,6 +277,7 @@ def _entry(fact: Fact | None, what: str) -> dict[str, Any]:
 
 def _inferred(facts, model_name, model, evidence, model_src, hw_name, hw_src, hw_note) -> dict[str, Any]:
     gpus = {k.split(".", 1)[1]: f.as_json() for k, f in facts.items() if k.startswith("gpus.")}
+    gpu_ids = {k.split(".", 1)[1]: f.as_json() for k, f in facts.items() if k.startswith("gpu_ids.")}
     out: dict[str, Any] = {
         "model": {"value": model_name, "name": model["name"] if model else None, "source": model_src},
         "model_evidence": evidence,
@@ -290,6 +291,9 @@ def _inferred(facts, model_name, model, evidence, model_src, hw_name, hw_src, hw
             "reason": f"{HARDWARE_UNKNOWN}" + (f" ({hw_note})" if hw_note else ""),
         },
         "gpus": gpus or {"value": None, "source": None, "reason": "GPU roles not found in the logs"},
+        # which device indices each role ran on (per-role telemetry), when the logs name them
+        "gpu_ids": gpu_ids
+        or {"value": None, "source": None, "reason": "the logs do not name each role's devices"},
     }
     for name, what in (
         ("nodes", "node count"),

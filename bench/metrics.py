@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
-from bench import cost, flops, latency
+from bench import cost, flops, latency, telemetry
 from bench.trace import RunPaths, TraceError, read_gpu, read_manifest, read_rollouts, read_steps, write_json
 
 IDENTITY_TOLERANCE = 0.10  # consumption x (1 - idle) vs production (SemiAnalysis case 1: 1.93 vs 1.95)
@@ -450,9 +450,24 @@ def compute(run_dir: Path | str) -> dict[str, Any]:
         # which wall clock wall_s, trajectories_per_s and the cost figures use (docs/metrics.md)
         "wall_window": _wall_window(manifest),
         "latency": latency.summary(rollouts, c.window.first, c.window.last),
+        "gpu_roles": _gpu_roles(manifest, gpu),
         "missing": c.missing,
         "checks": checks,
     }
+
+
+def _gpu_roles(manifest: dict, gpu: pd.DataFrame | None) -> dict[str, Any]:
+    """Telemetry by role (trainer, rollout, teacher, ...) where the manifest names each role's
+    devices (an ingested run's inferred.gpu_ids), else the reason it cannot be split."""
+    ids = (manifest.get("inferred") or {}).get("gpu_ids") or {}
+    roles = {
+        r: e["value"] for r, e in ids.items() if isinstance(e, dict) and isinstance(e.get("value"), list)
+    }
+    if gpu is None or gpu.empty:
+        return {"missing": "no GPU telemetry (trace/gpu.parquet)"}
+    if not roles:
+        return {"missing": "the run does not name each role's devices"}
+    return telemetry.role_summary(gpu, roles)
 
 
 def write_metrics(run_dir: Path | str) -> dict[str, Any]:

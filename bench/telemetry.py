@@ -98,3 +98,26 @@ def parse_nvidia_smi(text: str, node: str, t0_epoch_s: float) -> list[dict[str, 
             }
         )
     return rows
+
+
+def role_summary(gpu: Any, gpu_ids: dict[str, list[int]]) -> dict[str, Any]:
+    """Per-role telemetry of a one-node run: for each role, its devices' mean utilisation (%, over
+    every sample of the run), peak memory (MiB) and energy (Wh, left Riemann sum of power like
+    metrics.energy_wh). `gpu` is trace/gpu.parquet as a DataFrame; gpu_ids maps a role to its
+    nvidia-smi indices. A role whose devices have no samples is left out."""
+    out: dict[str, Any] = {}
+    for role, ids in gpu_ids.items():
+        g = gpu[gpu["gpu"].isin(ids)]
+        if g.empty:
+            continue
+        energy = 0.0
+        for _, dev in g.sort_values("t_s").groupby(["node", "gpu"]):
+            t, p = dev["t_s"].to_numpy(), dev["power_w"].to_numpy()
+            energy += float((p[:-1] * (t[1:] - t[:-1])).sum()) if len(t) > 1 else 0.0
+        out[role] = {
+            "gpus": sorted(int(i) for i in ids),
+            "util_mean_pct": float(g["util_pct"].mean()),
+            "mem_peak_mb": float(g["mem_used_mb"].max()),
+            "energy_wh": energy / 3600.0,
+        }
+    return out

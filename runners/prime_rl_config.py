@@ -144,21 +144,30 @@ def _from_configs(facts: Facts, log_dir: Path, configs: list) -> None:
             )
 
 
+def _gpu_mapping(text: str) -> dict[int, int]:
+    """`Using local->physical GPU mapping: {0: 2, 1: 3}` -> {0: 2, 1: 3} (empty when not logged)."""
+    m = re.search(r"local->physical GPU mapping: \{([\d:, ]*)\}", text)
+    return {int(a): int(b) for a, b in re.findall(r"(\d+): (\d+)", m.group(1))} if m else {}
+
+
 def _from_logs(facts: Facts, log_dir: Path, files: list[Path]) -> None:
     for path in files:
         if path.suffix in (".toml", ".json", ".csv", ".parquet", ".env"):
             continue
         text = head_text(path)
+        mapping = _gpu_mapping(text)
         for name, pattern in LOG_FACTS.items():
             m, line = find_line(text, pattern)
-            if m:
-                value = m.group(1)
-                n = (
-                    len([x for x in value.split(",") if x.strip()])
-                    if name.startswith("gpus.")
-                    else positive_int(value)
-                )
-                put(facts, name, n, source(log_dir, path, line))
+            if not m:
+                continue
+            if name.startswith("gpus."):
+                ids = [int(x) for x in re.findall(r"\d+", m.group(1))]
+                put(facts, name, len(ids), source(log_dir, path, line))
+                # physical indices (nvidia-smi's) through the launcher's local->physical mapping
+                role = name.split(".")[1]
+                put(facts, f"gpu_ids.{role}", [mapping.get(i, i) for i in ids], source(log_dir, path, line))
+            else:
+                put(facts, name, positive_int(m.group(1)), source(log_dir, path, line))
         m, line = find_line(text, r"Initializing model \(name='([^']+)'")
         if m:
             put(facts, "model_path", m.group(1), source(log_dir, path, line))

@@ -11,6 +11,8 @@ Fact names:
   present only when logged (params: total parameter count; class: e.g. Qwen3ForCausalLM)
 - gpus.<role>: GPUs of one role: trainer, rollout, hybrid (trainer and rollout colocated on the
   same GPUs), teacher, reward
+- gpu_ids.<role>: the physical (nvidia-smi) indices of one role's GPUs on a single node, when the
+  logs name them
 - nodes, group_size (samples per prompt), prompts_per_step, max_prompt_len, max_response_len
   (tokens), total_steps (the steps the run was configured for), mode (the framework's own name),
   staleness_bound (policy versions a sample may lag, when the mode has one)
@@ -31,6 +33,11 @@ FACT_NAMES = (
     "gpus.hybrid",
     "gpus.teacher",
     "gpus.reward",
+    "gpu_ids.trainer",
+    "gpu_ids.rollout",
+    "gpu_ids.hybrid",
+    "gpu_ids.teacher",
+    "gpu_ids.reward",
     "nodes",
     "group_size",
     "prompts_per_step",

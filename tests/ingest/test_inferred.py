@@ -268,3 +268,29 @@ def test_without_a_wall_time_file_the_window_is_the_step_span(tmp_path_factory, 
     assert w["window"] == "trace" and w["definition"].startswith("first step's start to the last step's end")
     steps = read_steps(RunPaths(run).steps)
     assert m["wall_s"] == pytest.approx(steps.t_end_s.max() - steps.t_start_s.min())
+
+
+def test_per_role_telemetry_where_the_logs_name_each_roles_devices(prime_run, verl_run):
+    """prime-rl's launcher names its devices (inference on GPU 0, trainer on GPU 1): REPORT.md's
+    12.5% / 6.3% mean utilisation and 64.7 / 13.1 GiB peak memory, now by role."""
+    m = read_manifest(RunPaths(prime_run))
+    assert m["inferred"]["gpu_ids"] == {
+        "rollout": {"value": [0], "source": "run.log:7"},
+        "trainer": {"value": [1], "source": "run.log:11"},
+    }
+    roles = json.loads(RunPaths(prime_run).metrics.read_text())["gpu_roles"]
+    assert (roles["rollout"]["gpus"], roles["trainer"]["gpus"]) == ([0], [1])
+    assert (
+        round(roles["rollout"]["util_mean_pct"], 1) == 12.5
+        and round(roles["trainer"]["util_mean_pct"], 1) == 6.3
+    )
+    assert (
+        round(roles["rollout"]["mem_peak_mb"] / 1024, 1) == 64.7
+        and round(roles["trainer"]["mem_peak_mb"] / 1024, 1) == 13.1
+    )
+    total = json.loads(RunPaths(prime_run).metrics.read_text())["energy_wh"]
+    assert roles["rollout"]["energy_wh"] + roles["trainer"]["energy_wh"] == pytest.approx(total)
+    # verl logs no device per role (Ray places them): no split is guessed
+    assert json.loads(RunPaths(verl_run).metrics.read_text())["gpu_roles"] == {
+        "missing": "the run does not name each role's devices"
+    }
