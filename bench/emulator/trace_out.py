@@ -1,6 +1,8 @@
-"""Write an emulated run's trace: steps.parquet (one row per trainer step, with dispatched / discarded /
-filtered counts and generated tokens per step window) and rollouts.parquet (one row per rollout
-segment: a partial rollout aborted and resumed has a `resumed` row, then its final row)."""
+"""The writer-adapter of an emulated run (the emulator itself writes nothing): its Result as trace
+rows and columns (step_rows, rollout_rows, final_counts: pure), and write_trace, which writes them.
+steps.parquet has one row per trainer step, with dispatched / discarded / filtered counts and
+generated tokens per step window; rollouts.parquet one row per rollout segment (a partial rollout
+aborted and resumed has a `resumed` row, then its final row)."""
 
 from __future__ import annotations
 
@@ -51,41 +53,48 @@ def step_rows(r: Result) -> list[dict]:
     return rows
 
 
+def rollout_rows(r: Result, group_size: int, rows: slice) -> dict[str, object]:
+    """Trace columns of rollouts.parquet for segments `rows` of `r` (unknowns masked: a rollout not
+    trained has no step, one not finished no end version, one not scored no reward)."""
+    seg, draws = r.segments, r.draws
+    ids, status = seg["rollout"][rows], seg["status"][rows]
+    step, vend = seg["step"][rows], seg["version_end"][rows]
+    scored = np.isin(status, (USED, FILTERED))  # finished and scored
+    return {
+        "rollout_id": ids,
+        "group_id": ids // group_size,
+        "step_consumed": pa.array(step, mask=step < 0),
+        "policy_version_start": seg["version_start"][rows],
+        "policy_version_end": pa.array(vend, mask=vend < 0),
+        "t_dispatch_s": seg["t_dispatch"][rows],
+        "t_finish_s": seg["t_finish"][rows],
+        "prompt_tokens": draws["prompt_tokens"][ids],
+        "response_tokens": np.round(seg["tokens"][rows]).astype(np.int64),
+        "turns": draws["turns"][ids],
+        "env_s": draws["env_s"][ids],
+        "reward": pa.array(draws["reward"][ids], mask=~scored),
+        "status": pc.take(STATUS_ARRAY, pa.array(status.astype(np.int64))),
+    }
+
+
+def final_counts(r: Result) -> dict[str, int]:
+    """Dispatched rollouts by final status (a rollout's last segment)."""
+    rid, status = r.segments["rollout"], r.segments["status"]
+    n = len(rid)
+    last = np.zeros(n, dtype=bool)
+    last[n - 1 - np.unique(rid[::-1], return_index=True)[1]] = True
+    final = np.array(STATUS_NAMES)[status[last]]
+    return {k: int(v) for k, v in zip(*np.unique(final, return_counts=True), strict=True)}
+
+
 def write_trace(paths: RunPaths, r: Result, group_size: int, steps_written: bool = False) -> dict[str, int]:
-    """Write steps.parquet (unless a paced run already streamed it) and rollouts.parquet for `r`;
+    """Write steps.parquet (unless a paced run already streamed it) and rollouts.parquet for `r`,
+    the latter ROW_GROUP rows at a time (a run of a million rollouts is never converted whole);
     return rollout counts by final status."""
     if not steps_written:
         write_steps(paths.steps, step_rows(r))
-    seg, draws = r.segments, r.draws
-    status = seg["status"]
-    names = np.array(STATUS_NAMES)
-    rid = seg["rollout"]
-    n = len(rid)
+    n = len(r.segments["rollout"])
     with RolloutWriter(paths.rollouts) as w:
         for a in range(0, max(n, 1), ROW_GROUP):
-            sl = slice(a, min(a + ROW_GROUP, n))
-            ids, st = rid[sl], status[sl]
-            step = seg["step"][sl]
-            vend = seg["version_end"][sl]
-            done = np.isin(st, (USED, FILTERED))  # finished and scored
-            w.write(
-                {
-                    "rollout_id": ids,
-                    "group_id": ids // group_size,
-                    "step_consumed": pa.array(step, mask=step < 0),
-                    "policy_version_start": seg["version_start"][sl],
-                    "policy_version_end": pa.array(vend, mask=vend < 0),
-                    "t_dispatch_s": seg["t_dispatch"][sl],
-                    "t_finish_s": seg["t_finish"][sl],
-                    "prompt_tokens": draws["prompt_tokens"][ids],
-                    "response_tokens": np.round(seg["tokens"][sl]).astype(np.int64),
-                    "turns": draws["turns"][ids],
-                    "env_s": draws["env_s"][ids],
-                    "reward": pa.array(draws["reward"][ids], mask=~done),
-                    "status": pc.take(STATUS_ARRAY, pa.array(st.astype(np.int64))),
-                }
-            )
-    last = np.zeros(n, dtype=bool)
-    last[n - 1 - np.unique(rid[::-1], return_index=True)[1]] = True
-    final = names[status[last]]
-    return {k: int(v) for k, v in zip(*np.unique(final, return_counts=True), strict=True)}
+            w.write(rollout_rows(r, group_size, slice(a, min(a + ROW_GROUP, n))))
+    return final_counts(r)
