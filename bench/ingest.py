@@ -98,7 +98,8 @@ def _gpu_row(rec: list[str], cols: dict[int, str], node: str) -> dict[str, Any] 
                 row[name] = stamp.timestamp()
             elif name == "gpu":
                 row[name] = int(v)
-            else:
+            else:  # "71.29 W" / "0 %" / "1024 MiB" without nounits, "[N/A]" on some boards
+                v = v.split(" ")[0]
                 row[name] = float(v) if v.replace(".", "", 1).isdigit() else None
     except (IndexError, ValueError):
         return None  # a cut-off last line
@@ -232,6 +233,8 @@ def ingest(
     files, skipped = log_files(logs)
     if not files and not any(p.stat().st_size for p in text_files(logs)):
         raise Refused(f"--logs {logs}: empty (no file with any content); nothing to ingest")
+    if not files and skipped and len(skipped) == len(text_files(logs)):
+        raise Refused(f"--logs {logs}: no text log, only binary files ({'; '.join(skipped)})")
     gpu_rows, gpu_files, gpu_names = read_gpu_csvs(logs, None)
     hardware = infer.hardware_from_logs(logs, gpu_names)
     result = _runner(cfg, overrides, hardware[0]).parse_logs(logs)

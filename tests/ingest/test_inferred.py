@@ -294,3 +294,33 @@ def test_per_role_telemetry_where_the_logs_name_each_roles_devices(prime_run, ve
     assert json.loads(RunPaths(verl_run).metrics.read_text())["gpu_roles"] == {
         "missing": "the run does not name each role's devices"
     }
+
+
+def test_hardware_from_the_telemetry_gpu_name(tmp_path_factory, opd_results):
+    """nvidia-smi's own CSV (`--query-gpu=timestamp,name,index,... --format=csv`, units kept) names
+    the GPU: the run's hardware comes from it, with the name as evidence."""
+    logs = tmp_path_factory.mktemp("verl_named")
+    for f in (opd_results / "verl").iterdir():
+        if f.name != "gpu.csv":
+            os.symlink(f, logs / f.name)
+    rows = (opd_results / "verl" / "gpu.csv").read_text().splitlines()[1:]
+    out = ["timestamp, name, index, utilization.gpu [%], memory.used [MiB], power.draw [W]"]
+    for r in rows:
+        t, i, util, mem, _, power, _ = (c.strip() for c in r.split(","))
+        out.append(f"{t}, NVIDIA H100 80GB HBM3, {i}, {util} %, {mem} MiB, {power} W")
+    (logs / "nvsmi.csv").write_text("\n".join(out) + "\n")
+    run = _run(tmp_path_factory, "verl", logs)
+    m = read_manifest(RunPaths(run))
+    assert m["inferred"]["hardware"] == {
+        "value": "h100_sxm",
+        "source": "telemetry: nvidia-smi name 'NVIDIA H100 80GB HBM3'",
+    }
+    metrics = json.loads(RunPaths(run).metrics.read_text())
+    assert metrics["mfu"] is not None and metrics["energy_wh"] == pytest.approx(14.9, abs=0.1)
+    # a given hardware that contradicts the telemetry is refused
+    assert (
+        ingest(
+            ["--framework", "verl", "--logs", str(logs), "--out", str(run.parent / "b200"), "hardware=b200"]
+        )
+        == 2
+    )
