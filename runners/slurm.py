@@ -269,6 +269,39 @@ def _log_path(p: Process) -> str:
     return f"${{RUN_DIR}}/logs/{p.log or f'{p.role}-{p.node_rank}.log'}"
 
 
+# render_steps_sbatch: every step's pid -> its role (MAIN marks the ones the job waits for), and
+# the script's own steps stopped on exit (servers never exit by themselves).
+TRACK_STEPS = [
+    "declare -A ROLE_OF=() MAIN=()",
+    "# shellcheck disable=SC2317  # reached through the EXIT trap",
+    "cleanup() {",
+    "  # Servers never exit by themselves: stop this script's own steps (and only those) on exit.",
+    "  jobs -p | xargs -r kill 2>/dev/null || true",
+    "}",
+    "trap cleanup EXIT",
+]
+# Wait until every main step has exited 0; any failure, or a server exiting first, ends the job.
+WAIT_FOR_MAIN = [
+    "",
+    "rc=0",
+    "while (( ${#MAIN[@]} > 0 )); do",
+    '  ended="" status=0',
+    "  wait -n -p ended || status=$?",
+    '  [[ -n "${ended}" ]] || break',
+    '  if [[ -n "${MAIN[${ended}]:-}" ]]; then',
+    '    unset "MAIN[${ended}]"',
+    "    (( status == 0 )) && continue",
+    "  fi",
+    "  # a main process failed, or a server exited while the run was going",
+    '  echo "job.sbatch: ${ROLE_OF[${ended}]} exited (status ${status}) before the run finished" >&2',
+    "  rc=$(( status == 0 ? 1 : status ))",
+    "  break",
+    "done",
+    'exit "${rc}"',
+    "",
+]
+
+
 def render_steps_sbatch(
     cluster: Any,
     *,
@@ -333,38 +366,14 @@ def render_steps_sbatch(
     out += [
         f"# {numbered}One srun step per process on its node; the job ends when {' and '.join(main_roles)} finish,",
         "#    or as soon as any process fails or a server exits.",
-        "declare -A ROLE_OF=() MAIN=()",
-        "# shellcheck disable=SC2317  # reached through the EXIT trap",
-        "cleanup() {",
-        "  # Servers never exit by themselves: stop this script's own steps (and only those) on exit.",
-        "  jobs -p | xargs -r kill 2>/dev/null || true",
-        "}",
-        "trap cleanup EXIT",
+        *TRACK_STEPS,
     ]
     for p in processes:
         out += [f'"${{ON_NODE[@]}}" "${{NODES[{p.node_rank}]}}" {command(p)} \\',
                 f"  > {_quote_keep_vars(_log_path(p))} 2>&1 &", f'ROLE_OF[$!]="{p.role} on node {p.node_rank}"']  # fmt: skip
         if p.role in main_roles:
             out.append("MAIN[$!]=1")
-    out += [
-        "",
-        "rc=0",
-        "while (( ${#MAIN[@]} > 0 )); do",
-        '  ended="" status=0',
-        "  wait -n -p ended || status=$?",
-        '  [[ -n "${ended}" ]] || break',
-        '  if [[ -n "${MAIN[${ended}]:-}" ]]; then',
-        '    unset "MAIN[${ended}]"',
-        "    (( status == 0 )) && continue",
-        "  fi",
-        "  # a main process failed, or a server exited while the run was going",
-        '  echo "job.sbatch: ${ROLE_OF[${ended}]} exited (status ${status}) before the run finished" >&2',
-        "  rc=$(( status == 0 ? 1 : status ))",
-        "  break",
-        "done",
-        'exit "${rc}"',
-        "",
-    ]
+    out += WAIT_FOR_MAIN
     return "\n".join(out)
 
 
