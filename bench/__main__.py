@@ -23,6 +23,7 @@ COMMANDS = {
     "cost": ("bench.cost:main", "$/GPU-hour and $/M tokens from TCO inputs"),
     "emulate": ("bench.emulator.run:main", "emulate one framework on one experiment into a run dir"),
     "calibrate": ("bench.calibrate:main", "fit the emulator's inputs to a measured run -> calibration YAML"),
+    "predict": ("bench.predict:main", "emulate a measured run under another framework with its calibration"),
     "report": ("bench.report:main", "comparison report from run directories"),
     "reproduce": ("bench.reproduce:main", "recompute published figures"),
     "testbed": ("bench.testbed:main", "local multi-node Slurm testbed: up | down | status"),

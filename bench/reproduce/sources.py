@@ -5,6 +5,9 @@
 - `speedup`:    the ratio of one metric between two emulated runs (baseline / candidate)
 - `arithmetic`: a small expression tree over numbers and the case's named inputs (no string eval)
 - `cost`:       bench.cost functions (TCO -> $/GPU-hour; Tinker-equivalent $/M tokens)
+- `predict`:    `bench predict` of one opd-benchmark run from another's calibration (a replay when
+                the two are the same run); a bench.predict figure of the emulated run
+- `run_figure`: the same bench.predict figure measured on a run's own raw logs (a `measured` reference)
 - `none`:       cannot be reproduced; `reason` says why
 
 A source returns an Outcome; a dependency that is not installed yet gives status "pending".
@@ -228,6 +231,90 @@ def _opd_logs(case: Case, fig: Figure, ctx: Context) -> Outcome:
     return opd_logs.compute(fig, ctx, f"{case.path}: figure {fig.id!r}: compute")
 
 
+# ---- predictions from a calibration (bench calibrate / bench predict) ---------------------------
+
+
+def ingested_run(c: dict[str, Any], ctx: Context, where: str) -> Path:
+    """`bench ingest` of results/<run> (with the configuration the logs hold, `given` filling what they
+    lack), once per session: the run directory calibrate and predict read."""
+    for k in ("benchmark", "run", "framework"):
+        if not isinstance(c.get(k), str):
+            raise SpecError(f"{where}: key {k!r} missing (a string)")
+    key = ("ingest", c["benchmark"], c["run"])
+    if key not in ctx.cache:
+        from bench.config import compose
+        from bench.reproduce import opd
+
+        ingest = import_dep("bench.ingest", "bench ingest")
+        folder = opd.resolve_benchmark(ctx.data_root, c["benchmark"]) / "results" / c["run"]
+        given = [str(g) for g in c.get("given", [])]
+        out = ctx.work_dir / "ingested-config" / c["benchmark"] / c["run"]
+        if out.exists():  # a previous session's: ingest never overwrites
+            import shutil
+
+            shutil.rmtree(out)
+        ingest.ingest(compose([*given, f"framework={c['framework']}"]), folder, out, given)
+        ctx.cache[key] = out
+    return ctx.cache[key]
+
+
+def _predict(case: Case, fig: Figure, ctx: Context) -> Outcome:
+    """A bench.predict figure of `calibrate_on`'s run predicted under `target`'s framework and GPU
+    split (a replay, status derived, when both name the same run)."""
+    where = f"{case.path}: figure {fig.id!r}: compute"
+    c = fig.compute
+    src, tgt = c.get("calibrate_on"), c.get("target")
+    if not isinstance(src, dict) or not isinstance(tgt, dict):
+        raise SpecError(
+            f"{where}: keys 'calibrate_on' and 'target' must be {{benchmark, run, framework, given}}"
+        )
+    predict = import_dep("bench.predict", "bench predict")
+    metric = c.get("metric")
+    if metric not in predict.FIGURES:
+        raise SpecError(f"{where}: metric={metric!r}; expected one of {predict.FIGURES}")
+    key = ("predict", src["run"], tgt["run"], tgt["framework"])
+    if key not in ctx.cache:
+        from bench.calibrate import known_setup
+        from bench.trace import RunPaths, read_manifest
+
+        run_dir = ingested_run(src, ctx, where)
+        target = known_setup(read_manifest(RunPaths(ingested_run(tgt, ctx, where))))
+        split = [f"{k}={v}" for k, v in target.items() if k.startswith("experiment.")]
+        out = ctx.work_dir / "predicted" / f"{src['run']}-to-{tgt['run']}"
+        if out.exists():
+            import shutil
+
+            shutil.rmtree(out)
+        given = [*map(str, src.get("given", [])), *split, f"framework={tgt['framework']}"]
+        ctx.cache[key] = (predict.predict(run_dir, given, out), out)
+    p, out = ctx.cache[key]
+    value = p["predicted"][metric]
+    if value is None:
+        raise NotReproducible(f"the emulated run has no {metric}")
+    replay = src["run"] == tgt["run"]
+    used = f"emulated {out.name}: {src['run']} calibration, {tgt['framework']} policy on {tgt['run']}'s GPU split"
+    return Outcome(
+        float(value),
+        used=used,
+        derived_from=f"a replay of the run the calibration was fitted on ({src['run']}): the model's floor"
+        if replay
+        else "",
+    )
+
+
+def _run_figure(case: Case, fig: Figure, ctx: Context) -> Outcome:
+    """A bench.predict figure measured on a run's parsed raw logs."""
+    from bench.reproduce import opd_logs
+
+    predict = import_dep("bench.predict", "bench predict")
+    c = fig.compute
+    r = opd_logs.load_run(c["benchmark"], c["run"], c["framework"], ctx)
+    value = predict.figures(r.steps)[c["metric"]]
+    if value is None:
+        raise NotReproducible(f"{c['run']}'s logs have no {c['metric']} (a column is not logged)")
+    return Outcome(value, used=f"{c['run']}/ parsed by runners.{c['framework']}")
+
+
 SOURCES: dict[str, tuple[Callable[[Case, Figure, Context], Outcome], str]] = {
     # source -> (function, how ours was obtained: the table's "ours from" column)
     "opd_logs": (_opd_logs, "raw logs"),
@@ -235,6 +322,8 @@ SOURCES: dict[str, tuple[Callable[[Case, Figure, Context], Outcome], str]] = {
     "speedup": (_speedup, "emulated"),
     "arithmetic": (_arithmetic, "computed"),
     "cost": (_cost, "computed"),
+    "predict": (_predict, "emulated"),
+    "run_figure": (_run_figure, "raw logs"),
     "none": (_none, "-"),
 }
 

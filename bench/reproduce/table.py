@@ -95,7 +95,7 @@ def published_value(case: Case, fig: Figure, ctx: sources.Context) -> tuple[floa
     if fig.measured is not None:  # the reference is itself computed from raw data
         out = sources.compute(case, replace(fig, compute=fig.measured), ctx)
         scale = 100.0 if fig.unit in UNITS_PERCENT else 1.0
-        return out.value * scale, f"reference measured: {out.used}"
+        return out.value * scale, f"reference measured on {out.used}"
     if fig.report_cell is None:
         return fig.published, ""
     bench = fig.compute.get("benchmark")

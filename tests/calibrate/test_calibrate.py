@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from bench import calibrate
+from bench import calibrate, calibrate_fit
 from bench.__main__ import main as bench_main
 from bench.config import compose
 from bench.errors import UsageError
@@ -83,7 +83,7 @@ def test_trainer_fit_passes_through_the_logged_update_actor_and_agrees_with_verl
     # least squares passes through the centroid: mean fitted compute = mean logged update_actor
     steps = calibrate.read_run(Path(doc["calibration"]["run"]))[1].iloc[1:]
     cfg = compose(VERL_SETUP)
-    f = calibrate._step_flops(cfg, steps)
+    f = calibrate_fit.step_flops(cfg, steps)
     pred = f / (mfu * 989e12) + opt
     assert pred.mean() == pytest.approx(np.mean(UPDATE_ACTOR[1:]), rel=2e-3)
     assert v["emulator.trainer_mfu"]["residual"] < 0.05

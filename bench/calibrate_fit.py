@@ -1,0 +1,313 @@
+"""The fits of `bench calibrate` (bench/calibrate.py): pure functions of a run's trace and its
+composed configuration, each returning a Fit (config key, value, which columns of which run, residual).
+Units: seconds, tokens, FLOPs; residuals are relative (fraction) unless `residual_unit` says otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+MIN_STEADY = 3  # steady steps a regression needs
+
+
+@dataclass
+class Fit:
+    """One fitted input: its config key, value, provenance and residual."""
+
+    key: str
+    value: Any
+    fitted_on: str
+    residual: float  # relative (fraction) unless residual_unit says otherwise
+    residual_unit: str = "relative rms"
+    note: str = ""
+
+    def as_yaml(self) -> dict[str, Any]:
+        out = {
+            "value": _plain(self.value),
+            "fitted_on": self.fitted_on,
+            "residual": round(float(self.residual), 4),
+        }
+        out["residual_unit"] = self.residual_unit
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+def _plain(v: Any) -> Any:
+    """numpy scalars (and dicts of them) as Python numbers, for YAML."""
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    return v
+
+
+@dataclass
+class Fallback:
+    """An input the run cannot support: it keeps its documented default."""
+
+    key: str
+    default: Any
+    reason: str
+
+
+def _phi(x: np.ndarray) -> np.ndarray:
+    """Standard normal CDF, vectorised (Abramowitz & Stegun 7.1.26 erf, |error| < 1.5e-7)."""
+    z = np.asarray(x, dtype=float) / math.sqrt(2.0)
+    t = 1.0 / (1.0 + 0.3275911 * np.abs(z))
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    erf = 1.0 - poly * np.exp(-z * z)
+    return 0.5 * (1.0 + np.sign(z) * erf)
+
+
+def capped_mean(mean: np.ndarray, sigma: float, cap: float) -> np.ndarray:
+    """E[min(X, cap)] of a lognormal X with arithmetic mean `mean` and log-space `sigma` (tokens)."""
+    mean = np.asarray(mean, dtype=float)
+    mu = np.log(np.maximum(mean, 1e-9)) - 0.5 * sigma * sigma
+    z = (math.log(cap) - mu) / sigma
+    return mean * _phi(z - sigma) + cap * (1.0 - _phi(z))
+
+
+def _invert_capped(m: float, sigma: float, cap: float) -> float:
+    """Pre-cap mean whose capped mean is m (bisection in log space); inf when m >= the reachable."""
+    lo, hi = 1e-3, cap * 1e3
+    if capped_mean(hi, sigma, cap) < m:
+        return math.inf
+    for _ in range(80):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if capped_mean(mid, sigma, cap) < m else (lo, mid)
+    return math.sqrt(lo * hi)
+
+
+def response_means(steps: pd.DataFrame, rollouts: pd.DataFrame | None) -> tuple[np.ndarray, str]:
+    """Mean response tokens per trained sample, per step, and which columns they came from."""
+    if rollouts is not None and {"step_consumed", "response_tokens"} <= set(rollouts.columns):
+        used = rollouts.dropna(subset=["step_consumed"])
+        by = used.groupby("step_consumed")["response_tokens"].mean()
+        if len(by) == len(steps):
+            return by.to_numpy(float), "trace/rollouts.parquet response_tokens of trained rollouts, per step"
+    if steps[["response_tokens", "samples"]].isna().any().any():
+        raise ValueError("response_tokens or samples missing on some steps")
+    return (steps.response_tokens / steps.samples).to_numpy(
+        float
+    ), "trace/steps.parquet response_tokens / samples"
+
+
+def rollout_sigma(rollouts: pd.DataFrame, cap: int) -> float | None:
+    """Log-space spread of response length around each step's mean, from uncapped trained rollouts
+    (capped ones are left out: they would shrink it); None when too few."""
+    used = rollouts.dropna(subset=["step_consumed", "response_tokens"])
+    used = used[(used.response_tokens > 0) & (used.response_tokens < cap)]
+    if len(used) < 30:
+        return None
+    logs = np.log(used.response_tokens.astype(float))
+    return float((logs - logs.groupby(used.step_consumed).transform("mean")).std())
+
+
+def fit_response(
+    steps: pd.DataFrame, rollouts: pd.DataFrame | None, cap: int, sigma: float, run: str
+) -> list[Fit]:
+    """Lognormal mean fraction and linear drift of response length against per-step means, for the
+    shape `sigma` (from rollouts.parquet when logged: then also a fit; else the workload's)."""
+    m, source = response_means(steps, rollouts)
+    n = len(m)
+    k = np.arange(n) / max(n - 1, 1)
+    fitted_sigma = (
+        rollout_sigma(rollouts, cap) if rollouts is not None and "step_consumed" in rollouts else None
+    )
+    sigma = fitted_sigma or sigma
+    # the emulator's pre-cap mean at progress k: start x (1 + (drift - 1) k); start <= cap (validate)
+    start = np.linspace(0.02, 1.0, 99)[:, None, None] * cap
+    drift = np.linspace(0.05, 3.0, 119)[None, :, None]
+    pred = capped_mean(np.maximum(start * (1 + (drift - 1) * k[None, None, :]), 1e-3), sigma, cap)
+    res = np.sqrt(np.mean(((pred - m) / m) ** 2, axis=2))
+    i, j = np.unravel_index(np.argmin(res), res.shape)
+    on = f"{run} {source}, steps 1-{n} (cap workload.max_response_len={cap}, sigma {sigma:.2f})"
+    note = "least squares on the capped means; the emulator's drift is linear in the step"
+    fits = [
+        Fit(
+            "workload.response_len_mean_frac",
+            round(float(start[i, 0, 0]) / cap, 4),
+            on,
+            float(res[i, j]),
+            note=note,
+        ),
+        Fit("workload.response_len_drift", round(float(drift[0, j, 0]), 4), on, float(res[i, j]), note=note),
+    ]
+    if fitted_sigma:
+        fits.append(
+            Fit(
+                "workload.response_len_sigma",
+                round(fitted_sigma, 3),
+                f"{run} trace/rollouts.parquet log response_tokens (uncapped) around each step's mean",
+                0.0,
+                "none",
+            )
+        )
+    return fits
+
+
+def step_flops(cfg: Any, steady: pd.DataFrame) -> np.ndarray:
+    """Training FLOPs (fwd+bwd, suite convention) per step: `samples` sequences of the step's mean
+    length (prompt + response tokens / samples); exact for equal lengths, and the attention term
+    that depends on the spread is small against the dense one at these lengths."""
+    from bench import flops
+    from bench.emulator.costmodel import plain_model
+
+    m = plain_model(cfg.model)
+    seq = ((steady.prompt_tokens + steady.response_tokens) / steady.samples).to_numpy(float)
+    fpt = np.array([flops.flops_per_token(m, max(int(round(s)), 1), "suite") for s in seq])
+    return steady.samples.to_numpy(float) * seq * fpt
+
+
+def complete(df: pd.DataFrame, cols: list[str]) -> bool:
+    return all(c in df.columns and df[c].notna().all() for c in cols)
+
+
+def fit_trainer(cfg: Any, r: Any, steady: pd.DataFrame, run: str) -> tuple[list[Fit], float]:
+    """trainer_mfu and optimizer_s from compute_s = F / rate + optimizer_s; returns the fits and the
+    achieved FLOP rate (FLOP/s) the log-prob fit reuses."""
+    f, t = step_flops(cfg, steady), steady.compute_s.to_numpy(float)
+    slope, intercept = np.linalg.lstsq(np.c_[f, np.ones_like(f)], t, rcond=None)[0]
+    note = ""
+    if slope <= 0 or intercept < 0:  # noise swamps the token spread: through the origin instead
+        slope, intercept = float(f @ t / (f @ f)), 0.0
+        note = "intercept forced to 0 (the free fit was not physical)"
+    pred = f * slope + intercept
+    res = float(np.sqrt(np.mean((pred - t) ** 2)) / t.mean())
+    rate = 1.0 / slope
+    mfu = rate / (float(cfg.hardware.peak_bf16_flops) * r.trainer.gpus)
+    on = (
+        f"{run} trace/steps.parquet compute_s ~ FLOPs(prompt_tokens + response_tokens, samples), steady steps"
+    )
+    return [
+        Fit("emulator.trainer_mfu", round(mfu, 5), on, res, note=note),
+        Fit("emulator.optimizer_s", round(float(intercept), 4), on, res, note=note),
+    ], rate
+
+
+def fit_logprob(cfg: Any, steady: pd.DataFrame, rate: float, framework: str, run: str) -> Fit:
+    """Log-prob forward passes per step: logprob_s over one forward pass (FLOPs / 3 at `rate`)."""
+    one = step_flops(cfg, steady) / 3.0 / rate
+    t = steady.logprob_s.to_numpy(float)
+    passes = max(int(round(float(np.mean(t / one)))), 0)
+    res = abs(passes * one.mean() - t.mean()) / t.mean()
+    note = f"{np.mean(t / one):.2f} passes' worth, rounded (the emulator counts whole passes)"
+    if framework in cfg.emulator.logprob_passes_by_framework:
+        note += f"; logprob_passes_by_framework.{framework} still overrides it for {framework}"
+    return Fit(
+        "emulator.logprob_passes", passes, f"{run} trace/steps.parquet logprob_s", float(res), note=note
+    )
+
+
+def _decode_time(engine: Any, lengths: np.ndarray, prompt: float, eff: float) -> float:
+    """Seconds to decode `lengths` sequences started together on one engine at bandwidth share eff:
+    one decode step per position, the batch being the sequences still running (the roofline of
+    costmodel.EngineModel: bytes over bandwidth x eff, or compute when the batch is large)."""
+    pos = np.arange(1, int(lengths.max()) + 1, dtype=float)
+    batch = (lengths[None, :] >= pos[:, None]).sum(axis=1).astype(float)
+    mem = replace(engine, compute=math.inf).decode_step_s(batch, prompt + pos)  # at full bandwidth
+    comp = 2.0 * engine.active_params * batch / engine.compute
+    return float(np.maximum(mem / eff, comp).sum())
+
+
+def step_lengths(
+    resp: list[Fit], sigma: float, n: int, k: float, cap: int, rollouts: pd.DataFrame | None, step: int
+) -> np.ndarray:
+    """Response lengths of one step's `n` sequences: the step's trained rollouts when logged, else
+    n evenly spaced quantiles of the fitted capped lognormal at that step (deterministic)."""
+    if rollouts is not None and "step_consumed" in rollouts:
+        got = rollouts.loc[rollouts.step_consumed == step, "response_tokens"].dropna().to_numpy(float)
+        if len(got):
+            return got
+    v = {f.key.split(".")[-1]: f.value for f in resp}
+    mean = v["response_len_mean_frac"] * cap * (1 + (v["response_len_drift"] - 1) * k)
+    z = np.array([NormalDist().inv_cdf((j + 0.5) / n) for j in range(n)])
+    return np.clip(np.exp(math.log(mean) - 0.5 * sigma * sigma + sigma * z), 1, cap).round()
+
+
+def fit_decode(cfg: Any, r: Any, steps: pd.DataFrame, resp: list[Fit], rollouts, run: str) -> Fit:
+    """decode_bw_eff: the share of full-bandwidth roofline decode speed that makes the modelled
+    generation time of every steady step add up to the logged gen_s (bisection)."""
+    from bench.emulator.costmodel import engine_model
+
+    engine = engine_model(cfg, r)
+    engine = replace(engine, bw=engine.gpus * float(cfg.hardware.hbm_tbps) * 1e12)  # eff = 1
+    cap, n_all = int(cfg.workload.max_response_len), len(steps)
+    sent = "dispatched_samples" if complete(steps, ["dispatched_samples"]) else "samples"
+    cases = []
+    for i in range(1, n_all):
+        row = steps.iloc[i]
+        n = math.ceil(float(row[sent]) / r.engines)
+        sigma = next(
+            (f.value for f in resp if f.key.endswith("sigma")), float(cfg.workload.response_len_sigma)
+        )
+        lengths = step_lengths(resp, sigma, n, i / max(n_all - 1, 1), cap, rollouts, int(row.step))
+        prompt = float(row.prompt_tokens) / float(row.samples)
+        prefill = float(engine.prefill_s(float(row.prompt_tokens) / r.engines))
+        cases.append((lengths, prompt, prefill, float(row.gen_s)))
+
+    def total(eff: float) -> np.ndarray:
+        return np.array([_decode_time(engine, ln, pr, eff) + pf for ln, pr, pf, _ in cases])
+
+    logged = np.array([c[3] for c in cases])
+    lo, hi, note = 1e-4, 1.0, ""
+    if total(hi).sum() > logged.sum():
+        eff, note = hi, "the roofline at full bandwidth is slower than logged: capped at 1"
+    else:
+        for _ in range(60):
+            mid = math.sqrt(lo * hi)
+            lo, hi = (mid, hi) if total(mid).sum() > logged.sum() else (lo, mid)
+        eff = math.sqrt(lo * hi)
+    res = float(np.sqrt(np.mean(((total(eff) - logged) / logged) ** 2)))
+    on = (
+        f"{run} trace/steps.parquet gen_s vs the decode roofline of {sent} sequences per engine "
+        f"({r.engines} engine(s) of {r.engine_gpus} GPU(s)), steady steps"
+    )
+    return Fit("emulator.decode_bw_eff", round(eff, 5), on, res, note=note)
+
+
+def fit_sync(cfg: Any, r: Any, steady: pd.DataFrame, run: str) -> Fit:
+    """weight_sync_fixed_s: mean logged sync_s minus the shard transfer the emulator adds at
+    weight_sync_eff (costmodel.weight_sync_s with no fixed part)."""
+    from omegaconf import OmegaConf
+
+    from bench.emulator.costmodel import weight_sync_s
+
+    t = steady.sync_s.dropna().to_numpy(float)
+    bare = OmegaConf.merge(cfg, {"emulator": {"weight_sync_fixed_s": 0.0}})
+    transfer = weight_sync_s(bare, r)
+    fixed, note = float(t.mean()) - transfer, ""
+    if fixed < 0:
+        fixed, note = 0.0, f"the transfer alone ({transfer:.3g} s) exceeds the logged mean: fixed part 0"
+    on = f"{run} trace/steps.parquet sync_s ({len(t)} steady steps) - {transfer:.3g} s transfer"
+    return Fit("emulator.weight_sync_fixed_s", round(fixed, 4), on, float(t.std() / t.mean()), "cv", note)
+
+
+def fit_env(rollouts: pd.DataFrame, run: str) -> Fit:
+    """Environment (tool, reward, scoring) seconds per turn of the trained rollouts."""
+    used = rollouts.dropna(subset=["env_s", "turns"])
+    per_turn = (used.env_s / used.turns.clip(lower=1)).to_numpy(float)
+    on = f"{run} trace/rollouts.parquet env_s / turns ({len(per_turn)} rollouts)"
+    return Fit(
+        "workload.env_latency_mean_s",
+        round(float(per_turn.mean()), 4),
+        on,
+        float(per_turn.std() / per_turn.mean()),
+        "cv",
+    )
+
+
+def fit_prompt(steps: pd.DataFrame, run: str) -> Fit:
+    """Mean prompt tokens per sample (the emulator draws prompts around it)."""
+    per = (steps.prompt_tokens / steps.samples).to_numpy(float)
+    on = f"{run} trace/steps.parquet prompt_tokens / samples, steps 1-{len(per)}"
+    return Fit("workload.prompt_len_mean", int(round(per.mean())), on, float(per.std() / per.mean()), "cv")

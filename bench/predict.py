@@ -1,0 +1,199 @@
+"""`bench predict RUN_DIR framework=F [key=value ...] --out DIR`: emulate a measured run's workload,
+hardware and GPU split under framework F's policy, with RUN_DIR's calibration.
+
+The run's configuration comes from its manifest (`config` / `inferred`, written by `bench ingest`);
+key=value gives what the logs lack (e.g. `hardware=h100_sxm`) or changes it (a what-if: another GPU
+split). The calibration is `calibration=FILE` when given, else fitted now on RUN_DIR by `bench
+calibrate` (written to DIR/calibration.yaml); a key the user sets wins over a fitted one. DIR is an
+emulated run directory (through bench.emulator.run.emulate) whose manifest records
+`predicted_from`: the run, its framework, the calibration, and the figures below. `framework=` the
+run's own framework is a replay: its error against the run itself is the model's floor.
+
+Figures (steady = every step after the first, which holds start-up the emulator does not model):
+  trajectories_per_s    trained samples of steps 2..N / (end of step N - end of step 1)  (1/s)
+  steady_step_s         mean trainer step time  (s)
+  trainer_wait_share    mean of wait_s / step_s  (fraction)
+  gen_s_per_step        mean generation time attributed to a step  (s)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bench import calibrate
+from bench.errors import UsageError
+
+# What a prediction needs beyond what calibration needs: the batch the trainer consumes.
+NEEDS = {
+    **calibrate.NEEDS,
+    "workload.group_size": "workload.group_size=N",
+    "workload.prompts_per_step": "workload.prompts_per_step=N",
+    "workload.max_prompt_len": "workload.max_prompt_len=N",
+}
+FIGURES = ("trajectories_per_s", "steady_step_s", "trainer_wait_share", "gen_s_per_step")
+
+
+def figures(steps: pd.DataFrame) -> dict[str, float | None]:
+    """The compared figures of one trace (units in the module docstring); None where a column is
+    not logged."""
+    steady = steps.sort_values("step").iloc[1:]
+
+    def have(*cols: str) -> bool:
+        return all(c in steady and steady[c].notna().all() for c in cols) and len(steady) > 0
+
+    out: dict[str, float | None] = dict.fromkeys(FIGURES)
+    if have("samples", "t_end_s"):
+        span = float(steady.t_end_s.iloc[-1] - steps.sort_values("step").t_end_s.iloc[0])
+        out["trajectories_per_s"] = float(steady.samples.sum()) / span if span > 0 else None
+    if have("step_s"):
+        out["steady_step_s"] = float(steady.step_s.mean())
+    if have("wait_s", "step_s"):
+        out["trainer_wait_share"] = float((steady.wait_s / steady.step_s).mean())
+    if have("gen_s"):
+        out["gen_s_per_step"] = float(steady.gen_s.mean())
+    return out
+
+
+def errors(predicted: dict[str, Any], measured: dict[str, Any]) -> dict[str, float | None]:
+    """Signed relative error of each predicted figure against the measured one (fraction)."""
+    return {
+        k: (predicted[k] - measured[k]) / abs(measured[k])
+        if predicted.get(k) is not None and measured.get(k) not in (None, 0)
+        else None
+        for k in FIGURES
+    }
+
+
+def _split(given: list[str]) -> tuple[str, list[str]]:
+    """(framework F, the other key=value) of the command line; UsageError on anything else."""
+    from bench.config import group_options
+
+    bad = [g for g in given if "=" not in g]
+    if bad:
+        raise UsageError(f"unexpected argument {bad[0]!r}; expected framework=F and key=value")
+    fw = [g.split("=", 1)[1] for g in given if g.startswith("framework=")]
+    if len(fw) != 1:
+        raise UsageError(f"framework=F: give exactly one (one of {', '.join(group_options('framework'))})")
+    if fw[0] not in group_options("framework"):
+        raise UsageError(
+            f"framework {fw[0]!r} not found; choose one of {', '.join(group_options('framework'))}"
+        )
+    return fw[0], [g for g in given if not g.startswith("framework=")]
+
+
+def plan(run_dir: Path, given: list[str], out: Path) -> tuple[Any, dict[str, Any], str | None]:
+    """Check everything before anything is written: (prediction config, predicted_from, calibration
+    YAML text to write into `out` or None when calibration=FILE was given)."""
+    from bench.validate import validate_workload
+
+    framework, rest = _split(given)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"--out {out}: already exists; runs are never overwritten, choose a new --out")
+    manifest, steps, _ = calibrate.read_run(run_dir)
+    run_fw = str(manifest.get("framework"))
+    cal_file = next((g.split("=", 1)[1] for g in rest if g.startswith("calibration=")), None)
+    rest = [g for g in rest if not g.startswith("calibration=")]
+    _, known = calibrate.compose_setup(manifest, rest)
+    lacking = calibrate.missing(known, NEEDS)
+    if lacking:
+        raise UsageError(
+            f"{run_dir}: the run's configuration does not say "
+            f"{', '.join(k.split('=')[0] for k in lacking)} (manifest inferred/config); pass {' '.join(lacking)}"
+        )
+    text = None
+    if cal_file is None:  # fit on the run as it ran: only keys its manifest lacks are setup, not what-ifs
+        run_known = calibrate.known_setup(manifest)
+        setup = [g for g in rest if g.split("=", 1)[0] not in run_known]
+        fits, falls, header = calibrate.calibrate(run_dir, setup)
+        text = calibrate.to_yaml(fits, falls, header)
+        cal_file = str(out / "calibration.yaml")
+    replay = framework == run_fw
+    extra = [f"emulator.steps={len(steps)}", "experiment.name=predicted"]
+    mode = ((manifest.get("inferred") or {}).get("mode") or {}).get("value")
+    if replay and mode:  # the run's own mode (verl sync, slime colocate_sync, prime-rl async)
+        extra.append(f"framework.mode={mode}")
+    cal_overrides = [f"calibration={cal_file}"] if text is None else []
+    cfg, _ = calibrate.compose_setup(manifest, [f"framework={framework}", *rest], [*extra, *cal_overrides])
+    if text is not None:  # not on disk yet: apply the fitted values the same way compose would
+        cfg = _with_fitted(manifest, framework, rest, extra, text)
+    # framework-neutral checks: a runner's native-launch rules (prime-rl's whole-node multi-node
+    # layout) bind a launch, not an emulation; the opd-benchmark ran prime-rl on 1 + 1 GPUs
+    problems = validate_workload(cfg)
+    if problems:
+        raise UsageError("\n".join(problems))
+    predicted_from = {
+        "run": str(Path(run_dir).resolve()),
+        "run_framework": run_fw,
+        "framework": framework,
+        "replay": replay,
+        "calibration": str(Path(cal_file).resolve()),
+        "given": rest,
+        "measured": figures(steps),
+    }
+    return cfg, predicted_from, text
+
+
+def _with_fitted(
+    manifest: dict[str, Any], framework: str, rest: list[str], extra: list[str], text: str
+) -> Any:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(text)
+    try:
+        cfg, _ = calibrate.compose_setup(
+            manifest, [f"framework={framework}", *rest], [*extra, f"calibration={f.name}"]
+        )
+    finally:
+        Path(f.name).unlink()
+    return cfg
+
+
+def predict(run_dir: Path, given: list[str], out: Path) -> dict[str, Any]:
+    """Emulate the prediction into `out`; returns predicted_from with the predicted figures (and,
+    for a replay, each figure's error against the run)."""
+    from bench.emulator.run import emulate
+    from bench.trace import RunPaths, atomic_path, read_manifest, write_manifest
+
+    cfg, predicted_from, text = plan(run_dir, given, out)
+    paths = emulate(cfg, out)
+    if text is not None:
+        with atomic_path(paths.root / "calibration.yaml") as tmp:
+            tmp.write_text(text)
+    predicted = figures(pd.read_parquet(paths.steps))
+    predicted_from["predicted"] = predicted
+    if predicted_from["replay"]:  # the model's floor: the run predicted from its own calibration
+        predicted_from["replay_error"] = errors(predicted, predicted_from["measured"])
+    manifest = read_manifest(RunPaths(paths.root))
+    write_manifest(RunPaths(paths.root), {**manifest, "predicted_from": predicted_from})
+    return predicted_from
+
+
+def main(argv: list[str]) -> int:
+    """`python -m bench predict RUN_DIR framework=F [key=value ...] --out DIR`."""
+    ap = argparse.ArgumentParser(prog="python -m bench predict", description=__doc__.splitlines()[0])
+    ap.add_argument("run_dir", type=Path, help="a measured run directory (bench ingest)")
+    ap.add_argument("--out", type=Path, required=True, help="emulated run directory to write (new)")
+    args, given = ap.parse_known_args(argv)
+    p = predict(args.run_dir, given, args.out)
+    kind = "replay" if p["replay"] else f"{p['run_framework']} -> {p['framework']}"
+    print(f"[emulated] prediction ({kind}) -> {args.out}")
+    for k in FIGURES:
+        pred, meas = p["predicted"][k], p["measured"][k]
+        line = f"  {k}: predicted {_fmt(pred)}"
+        if p["replay"]:
+            err = p["replay_error"][k]
+            line += f", measured {_fmt(meas)}" + (f", replay error {err:+.1%}" if err is not None else "")
+        print(line)
+    if p["replay"]:
+        print("  (a replay: its error is the model's floor on this run)", file=sys.stderr)
+    return 0
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.4g}"

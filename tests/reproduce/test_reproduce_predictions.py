@@ -1,0 +1,72 @@
+"""conf/published/opd_predictions.yaml: calibrate on one opd-benchmark run, predict the others. A
+replay is derived (the model's floor), a cross-framework row is a prediction (pass or fail), and the
+reference is measured from the target run's own raw logs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from bench.reproduce import sources, table
+from bench.reproduce.spec import PUBLISHED_DIR, load_case
+from tests.conftest import OPD
+
+CASE = PUBLISHED_DIR / "opd_predictions.yaml"
+
+
+def test_every_row_is_a_replay_or_a_prediction_of_another_run():
+    case = load_case(CASE)
+    pairs = {(f.compute["calibrate_on"]["run"], f.compute["target"]["run"]) for f in case.figures}
+    assert pairs == {(a, b) for a in ("verl", "prime", "miles") for b in ("verl", "prime", "miles")}
+    for f in case.figures:
+        assert f.measured["run"] == f.compute["target"]["run"] and f.measured["metric"] == f.compute["metric"]
+        assert (
+            table.fit_status(case, f)[0] is None
+        )  # nothing fitted in the data: replays are derived at run time
+
+
+@pytest.fixture(scope="module")
+def verl_rows(tmp_path_factory) -> dict[str, table.Row]:
+    case = load_case(CASE)
+    case = replace(case, figures=[f for f in case.figures if f.compute["calibrate_on"]["run"] == "verl"])
+    work = tmp_path_factory.mktemp("runs")
+    ctx = sources.Context(data_root=OPD.parent, work_dir=work)
+    rows = {r.figure_id: r for r in table.evaluate([case], ctx)}
+    rows["work_dir"] = work
+    return rows
+
+
+def test_replay_is_derived_with_its_error_shown(verl_rows):
+    r = verl_rows["verl_to_verl_steady_step_s"]
+    assert r.status == "derived" and "a replay of the run the calibration was fitted on (verl)" in r.note
+    # results/verl/run.log timing_s/step, steps 2-15
+    steps = [5.343228, 5.307996, 5.242243, 5.013878, 5.005781, 4.964050, 4.986252, 4.974564,
+             4.949350, 4.967796, 4.944064, 4.989960, 4.966839, 4.996439]  # fmt: skip
+    assert r.published == pytest.approx(sum(steps) / 14, abs=1e-5)
+    assert abs(r.error_pct) < 5 and r.ours_from == "emulated"
+
+
+def test_cross_framework_rows_are_predictions(verl_rows):
+    for target in ("prime", "miles"):
+        r = verl_rows[f"verl_to_{target}_steady_step_s"]
+        assert r.status in ("pass", "fail") and r.ours is not None, r
+    miles = verl_rows["verl_to_miles_trainer_wait_share"]
+    assert miles.published == pytest.approx(85.61, abs=0.01)  # REPORT.md: Miles waits 85.6% of its step
+    n = verl_rows["verl_to_prime_gen_s_per_step"]
+    assert n.status == "n/a" and "prime's logs have no gen_s_per_step" in n.note
+
+
+def test_prediction_runs_are_written(verl_rows):
+    import json
+
+    r = verl_rows["verl_to_prime_trajectories_per_s"]
+    assert "verl calibration, prime_rl policy on prime's GPU split" in r.used
+    run = verl_rows["work_dir"] / "predicted" / "verl-to-prime"
+    p = json.loads((run / "manifest.json").read_text())["predicted_from"]
+    assert (p["run_framework"], p["framework"], p["replay"]) == ("verl", "prime_rl", False)
+    assert p["given"][-3:] == [
+        "experiment.placement=disaggregated",
+        "experiment.trainer_gpus=1",
+        "experiment.generator_gpus=1",
+    ]
