@@ -12,16 +12,16 @@ Units are in the field names: `_gb` (1e9 bytes), `_tbps` (1e12 bytes/s), `_gbps`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, is_dataclass
+from dataclasses import dataclass, field
 from enum import Enum
-from functools import cache
 from pathlib import Path
-from typing import Any, get_origin, get_type_hints
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 from bench.errors import UsageError
+from bench.overrides import Schema
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
@@ -312,14 +312,14 @@ def compose(overrides: list[str] | tuple[str, ...] = ()) -> Any:
     from omegaconf.errors import OmegaConfBaseException
 
     overrides = expand_calibration(list(overrides))
-    check_overrides(overrides)
+    SCHEMA.check(overrides)
     if GlobalHydra.instance().is_initialized():
         GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             return hydra_compose(config_name="config", overrides=overrides)
     except (HydraException, OmegaConfBaseException) as e:
-        raise UsageError(hydra_error_line(e)) from e
+        raise UsageError(SCHEMA.error_line(e)) from e
 
 
 CALIBRATION = "calibration"  # calibration=FILE: a `bench calibrate` YAML, applied as overrides
@@ -369,150 +369,6 @@ def for_framework(overrides: list[str] | tuple[str, ...], framework: str) -> Any
     return compose([*kept, f"framework={framework}"])
 
 
-# Config groups a `group=NAME` override picks a conf/<group>/NAME.yaml from.
-GROUPS = ("model", "hardware", "workload", "framework", "cluster", "emulator", "experiment")
-# The one place where keys the schema does not type may be added with `+key=value`: the
-# framework-native knobs a runner passes through to its framework (FrameworkConf.native).
-PASSTHROUGH = "framework.native"
-
-
-def group_options(group: str) -> list[str]:
-    """Names `group=NAME` accepts: the YAML files in conf/<group>/."""
-    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
-
-
-def check_overrides(overrides: list[str]) -> None:
-    """Refuse, before Hydra runs, what Hydra would let pass or explain in a traceback: an unknown
-    group option, a key the schema does not know (Hydra's `+key` would add it silently), `+` outside
-    framework.native. Sweeps and `hydra.*` overrides are left to Hydra."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
-    for text in overrides:
-        try:
-            o = OverridesParser.create().parse_override(text)
-        except HydraException as e:  # the parser's own message: "missing EQUAL at '<EOF>'"
-            lines = [ln for ln in str(e).splitlines() if ln and not ln.startswith(("See ", "Error parsing"))]
-            why = f" ({lines[0]})" if lines else ""
-            raise UsageError(f"{text!r}: cannot parse the override{why}; expected key=value") from None
-        key, value = o.key_or_group, None if o.is_sweep_override() else o.value()
-        if not key:
-            raise UsageError(f"{text!r}: no key before '='; expected key=value")
-        if key == "hydra" or key.startswith("hydra.") or o.package is not None:
-            continue
-        if key in GROUPS:
-            if isinstance(value, str) and value not in group_options(key):
-                raise UsageError(group_not_found(key, value))
-            continue
-        added = o.is_add() or o.is_force_add()
-        if key == PASSTHROUGH or key.startswith(PASSTHROUGH + "."):
-            continue
-        kind = schema_key_kind(key, plus=added)
-        if added and kind == "dict":
-            parent = next(
-                k for k in _schema_paths() if key.startswith(k + ".") and _schema_paths()[k] == "dict"
-            )
-            raise UsageError(
-                f"{text}: '+' adds keys only under {PASSTHROUGH} (framework-native passthrough); "
-                f"set {parent} as a whole instead, e.g. '{parent}={{...}}'"
-            )
-        if o.is_add() and kind != "dict":
-            raise UsageError(f"{text}: {key} already exists; set it without '+': {text.lstrip('+')}")
-
-
-def group_not_found(group: str, name: str) -> str:
-    """`framework 'verll' not found; choose one of prime_rl, slime, verl`."""
-    return f"{group} {name!r} not found; choose one of {', '.join(group_options(group))}"
-
-
-def schema_key_kind(key: str, plus: bool = False) -> str:
-    """ "value", "node" or "dict" (a key inside a dict-typed field) for a dotted key of BenchConf;
-    UsageError naming the nearest existing key when the schema has no such key."""
-    paths = _schema_paths()
-    if key in paths:
-        return paths[key]
-    parts = key.split(".")
-    for i in range(len(parts) - 1, 0, -1):
-        head = ".".join(parts[:i])
-        if paths.get(head) == "dict":
-            return "dict"
-        if paths.get(head) == "value":
-            raise UsageError(f"{key}: no such key; {head} is a value, not a group of keys")
-    raise UsageError(no_such_key(key, plus))
-
-
-def no_such_key(key: str, plus: bool = False) -> str:
-    """`experiment.trainer_gpu: no such key; did you mean experiment.trainer_gpus?`"""
-    import difflib
-
-    paths = _schema_paths()
-    parent = key.rsplit(".", 1)[0] if "." in key else ""
-    siblings = (
-        [p for p in paths if p.rsplit(".", 1)[0] == parent and "." in p]
-        if parent
-        else [p for p in paths if "." not in p]
-    )
-    # the misspelt last part among its siblings' (a shared "experiment." would inflate the score),
-    # then the same field name under another group, then the whole key among every key
-    last = {s.rsplit(".", 1)[-1]: s for s in siblings}
-    near = [last[n] for n in difflib.get_close_matches(key.rsplit(".", 1)[-1], list(last), n=1, cutoff=0.6)]
-    near = near or [p for p in paths if p.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]][:1]
-    near = near or difflib.get_close_matches(key, list(paths), n=1, cutoff=0.8)
-    if near:
-        hint = f"did you mean {near[0]}?"
-    elif parent in paths:
-        hint = f"{parent} has: {', '.join(s.rsplit('.', 1)[-1] for s in siblings)}"
-    else:
-        hint = f"top-level keys: {', '.join(p for p in paths if '.' not in p)}"
-    if plus:
-        hint += f" ('+' adds keys only under {PASSTHROUGH}, the framework-native passthrough)"
-    return f"{key}: no such key; {hint}"
-
-
-@cache
-def _schema_paths() -> dict[str, str]:
-    """Every dotted key of BenchConf -> "node" (a dataclass), "dict" (open mapping) or "value"."""
-    out: dict[str, str] = {}
-
-    def walk(cls: type, prefix: str) -> None:
-        for name, t in get_type_hints(cls).items():
-            path = f"{prefix}{name}"
-            if is_dataclass(t):
-                out[path] = "node"
-                walk(t, path + ".")
-            else:
-                out[path] = "dict" if get_origin(t) is dict else "value"
-
-    walk(BenchConf, "")
-    return out
-
-
-def hydra_error_line(e: Exception) -> str:
-    """One line from a Hydra/OmegaConf composition error: the file (when a conf/ YAML is at fault),
-    the key or group, and the fix, without Hydra's search path and `+key` advice."""
-    import re
-
-    from omegaconf.errors import OmegaConfBaseException
-
-    msg = str(e)
-    found = re.search(r"Could not find '([^'/]+)/([^']*)'", msg)
-    if found and found.group(1) in GROUPS:
-        return group_not_found(found.group(1), found.group(2))
-    inner = next((x for x in (e.__cause__, e.__context__, e) if isinstance(x, OmegaConfBaseException)), None)
-    text = str(inner) if inner is not None else msg
-    key = re.search(r"full_key: (\S+)", text)
-    full_key = getattr(inner, "full_key", None) or (key.group(1) if key else None)
-    reason = next(
-        (ln.strip() for ln in text.splitlines() if ln.strip() and "raised while composing" not in ln),
-        type(e).__name__,
-    )
-    where = re.match(r"In '([^']+)'", msg)
-    prefix = f"conf/{where.group(1)}.yaml: " if where and where.group(1) != "config" else ""
-    if full_key and "not in" in reason:
-        try:
-            schema_key_kind(full_key)
-        except UsageError as u:
-            return prefix + str(u)
-        if full_key.startswith(PASSTHROUGH + "."):
-            return f"{full_key}: not set in this framework's conf; add a passthrough key with +{full_key}=..."
-    return prefix + (f"{full_key}: {reason}" if full_key else reason)
+# Overrides are checked against BenchConf, and Hydra's errors turned into one line, by bench/overrides.py.
+SCHEMA = Schema(BenchConf, CONF_DIR)
+group_options = SCHEMA.group_options  # names `group=NAME` accepts: conf/<group>/*.yaml
