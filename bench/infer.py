@@ -25,6 +25,7 @@ from bench import flops
 from bench.config import CONF_DIR, ModelConf
 from runners.run_config import Fact, Facts
 
+NOT_FLOPS = ("name", "max_context", "rope_theta")  # fields two variants of one architecture differ in
 PARAMS_TOLERANCE = 0.005  # logged vs conf/model parameter count (norms and biases are ~0.01%)
 HARDWARE_UNKNOWN = "hardware unknown: pass hardware=<name>"
 # fact -> the config key a user sets for it (experiment.trainer_gpus=8, workload.group_size=16)
@@ -115,12 +116,20 @@ def match_model(facts: Facts) -> tuple[str | None, dict[str, Any] | None, str, s
         hits = [
             n for n, m in models.items() if enough and _class_family(arch, m) and not _arch_agrees(arch, m)
         ]
-        if len(hits) == 1:
+        named = [n for n in hits if path_fact and _path_names(str(path_fact.value), models[n])]
+        if len(hits) > 1 and named:  # the path picks one of several entries: the longest name it holds
+            hits = sorted(named, key=lambda n: -len(models[n]["name"]))[:1]
+        same = {
+            json.dumps({k: v for k, v in models[n].items() if k not in NOT_FLOPS}, sort_keys=True)
+            for n in hits
+        }
+        if hits and len(same) == 1:  # one entry, or entries whose FLOPs are the same (variants)
             shown = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in arch.items())
+            also = f" (same architecture as {', '.join(hits[1:])})" if len(hits) > 1 else ""
             return (
                 hits[0],
                 models[hits[0]],
-                f"logged architecture {shown} matches conf/model/{hits[0]}.yaml",
+                f"logged architecture {shown} matches conf/model/{hits[0]}.yaml{also}",
                 arch_fact.source,
             )
         full = _from_architecture(arch)
@@ -133,8 +142,7 @@ def match_model(facts: Facts) -> tuple[str | None, dict[str, Any] | None, str, s
             )
     if path_fact:
         for name, m in models.items():
-            short = m["name"].split("/")[-1]
-            if re.search(rf"(^|/){re.escape(short)}($|[-_/])", str(path_fact.value), re.I):
+            if _path_names(str(path_fact.value), m):
                 return name, m, f"model path {path_fact.value!r} names {m['name']}", path_fact.source
     why = (
         "the logs print no architecture"
@@ -142,6 +150,12 @@ def match_model(facts: Facts) -> tuple[str | None, dict[str, Any] | None, str, s
         else "the logged architecture matches no conf/model entry"
     )
     return None, None, f"model unknown: {why}; pass model=<conf/model name>", None
+
+
+def _path_names(path: str, model: dict[str, Any]) -> bool:
+    """A checkpoint path or hub id naming a conf/model entry (`Qwen/Qwen3-8B`, `.../Qwen3-8B-Base`)."""
+    short = model["name"].split("/")[-1]
+    return re.search(rf"(^|/){re.escape(short)}($|[-_/])", path, re.I) is not None
 
 
 def _from_architecture(arch: dict[str, Any]) -> dict[str, Any] | None:

@@ -1,0 +1,54 @@
+"""The model from what the logs print, against conf/model (bench/infer.match_model)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from bench import flops
+from bench.infer import match_model
+from runners.run_config import Fact
+
+
+def _arch(**kw) -> dict:
+    return {"architecture": Fact(kw, "run.log:904")}
+
+
+def test_parameter_count_and_class_name_the_model():
+    # verl's fsdp_workers line for Qwen2.5-7B: "Qwen2ForCausalLM contains 7.62B parameters"
+    name, model, evidence, src = match_model(_arch(**{"class": "Qwen2ForCausalLM", "params": 7.62e9}))
+    assert (name, model["name"], src) == ("qwen2_5_7b", "Qwen/Qwen2.5-Math-7B", "run.log:904")
+    assert evidence.endswith("matches conf/model/qwen2_5_7b.yaml")
+    # same parameter count, another family: no match
+    assert match_model(_arch(**{"class": "LlamaForCausalLM", "params": 7.62e9}))[0] is None
+
+
+def test_variants_of_one_architecture_match_and_the_path_picks_among_them():
+    arch = _arch(**{"class": "Qwen3MoeForCausalLM", "params": 235.09e9})
+    name, _, evidence, _ = match_model(arch)
+    assert name == "qwen3_235b_a22b" and evidence.endswith("(same architecture as qwen3_235b_a22b_2507)")
+    arch["model_path"] = Fact("/ckpt/Qwen3-235B-A22B-Thinking-2507", "config.yaml:3")
+    assert match_model(arch)[0] == "qwen3_235b_a22b_2507"
+
+
+def test_a_full_architecture_without_a_conf_entry_gives_its_own_flops():
+    """Llama-3-8B's shape as Megatron's argument dump prints it: no conf/model entry, FLOPs from it."""
+    arch = dict(layers=32, hidden=4096, q_heads=32, kv_heads=8, head_dim=128, ffn=14336, vocab=128256)
+    name, model, evidence, _ = match_model(_arch(**arch, tied_embeddings=False))
+    assert name is None and evidence.startswith("no conf/model entry matches the logged architecture")
+    assert model["name"] == "logged architecture (unnamed)"
+    # 6 x matmul parameters per token plus attention: 6 x (32 x (4096 x 6144 + 4096 x 4096 + 3 x 4096 x 14336)
+    # + 128256 x 4096) = 45.3 GFLOP before attention
+    per_token = flops.flops_per_token(SimpleNamespace(**model), 1, "suite")
+    matmul = 32 * (4096 * 6144 + 4096 * 4096 + 3 * 4096 * 14336) + 128256 * 4096
+    assert per_token >= 6 * matmul and per_token < 6 * matmul * 1.01
+
+
+def test_a_path_naming_a_conf_model_is_evidence_when_no_architecture_is_logged():
+    name, _, evidence, src = match_model({"model_path": Fact("/data/ckpt/Qwen3-8B-Base", "rl.toml:3")})
+    assert (name, src) == (
+        "qwen3_8b",
+        "rl.toml:3",
+    ) and evidence == "model path '/data/ckpt/Qwen3-8B-Base' names Qwen/Qwen3-8B"
+    name, model, evidence, src = match_model({"model_path": Fact("/root/opd-bench/models/student", "x:1")})
+    assert (name, model, src) == (None, None, None)
+    assert evidence == "model unknown: the logs print no architecture; pass model=<conf/model name>"
