@@ -187,6 +187,7 @@ RANGES = [
     ("model.max_context", 1, True, None),
     *[(f"hardware.{k}", 0, False, None) for k in ("peak_bf16_flops", "hbm_gb", "hbm_tbps", "nvlink_gbps")],
     ("hardware.network_gbps", 0, False, None),
+    ("hardware.gpus_per_node", 1, True, None),
     *[(f"cluster.{k}", 1, True, None) for k in ("nodes", "gpus_per_node", "time_min")],
     *[
         (f"emulator.{k}", 0, False, 1)
