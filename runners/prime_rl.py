@@ -30,10 +30,18 @@ from typing import Any
 import tomli_w
 
 from runners import prime_rl_logs
-from runners.base import NOT_INSTALLED, Build, Launch, ParseResult, Process, Runner, enum_value
+from runners.base import (
+    NOT_INSTALLED,
+    Build,
+    Launch,
+    ParseResult,
+    Process,
+    Runner,
+    enum_value,
+)
+from runners.schemas.prime_rl import check_keys, is_array_of_tables, load_schema
 from runners.slurm import render_steps_sbatch
 
-SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 
 # version -> workload concept -> dotted path in rl.toml (None: the version has no such knob)
 KEYS: dict[str, dict[str, str | None]] = {
@@ -83,7 +91,6 @@ KEYS: dict[str, dict[str, str | None]] = {
         "async_level": None,  # max_async_level was removed on 2026-05-25 (#2631): lag fixed at 1
     },
 }
-SCHEMAS = {"0.8.0": "prime_rl-v0.8.0.json"}
 # Fixed at this version: orchestrator.py TARGET_LAG = 1 (batches the orchestrator may run ahead).
 ASYNC_LAG = {"0.8.0": 1}
 
@@ -96,7 +103,10 @@ PARSER_FORMATS: dict[str, list[str]] = {
         "console 'Detected A/B rollouts (...), enforced N' (filtered samples)",
         "rollouts/step_N/train/{all,effective}/traces.jsonl (episode traces -> rollouts.parquet)",
     ],
-    "0.7.0": ["metrics.jsonl in trainer and orchestrator output dirs", "console 'Key value' Step lines"],
+    "0.7.0": [
+        "metrics.jsonl in trainer and orchestrator output dirs",
+        "console 'Key value' Step lines",
+    ],
     "0.5.0": [
         "console 'Step 5 | Time: 0.36s | Loss: ... | Throughput: 4771 tokens/s | MFU: 1.4% | ...'",
         "console 'Step 13 | Time: 72.00s | Reward: 0.3400 | ... | Max. Off-Policy Level: 0'",
@@ -115,7 +125,11 @@ TASKSETS: dict[str, dict[str, Any]] = {
 # model-name prefix -> renderer (token-in/token-out chat template). prime-rl refuses a model missing
 # from renderers.MODEL_RENDERER_MAP unless a renderer is named (e.g. Qwen3-235B-A22B-Thinking-2507);
 # the families below match that map's entries for their siblings. framework.native.renderer overrides.
-RENDERERS = [("Qwen/Qwen3-", "qwen3"), ("zai-org/GLM-5", "glm-5"), ("zai-org/GLM-4.5", "glm-4.5")]
+RENDERERS = [
+    ("Qwen/Qwen3-", "qwen3"),
+    ("zai-org/GLM-5", "glm-5"),
+    ("zai-org/GLM-4.5", "glm-4.5"),
+]
 
 ROUTER_PORT, BACKEND_PORT, RDZV_PORT, DP_RPC_PORT = 8000, 8100, 29500, 13345
 WANDB_PROJECT = "rl-bench"
@@ -161,9 +175,13 @@ def layout(cfg: Any) -> Layout:
         ("experiment.generator_gpus", ex.generator_gpus),
     ):
         if n <= 0 or n % g:
-            raise ValueError(f"{key}={n}: prime-rl's multi-node layout needs whole nodes of {g} GPUs")
+            raise ValueError(
+                f"{key}={n}: prime-rl's multi-node layout needs whole nodes of {g} GPUs"
+            )
     if g % tp:
-        raise ValueError(f"experiment.generator.tp={tp}: must divide cluster.gpus_per_node={g}")
+        raise ValueError(
+            f"experiment.generator.tp={tp}: must divide cluster.gpus_per_node={g}"
+        )
     replica_gpus = tp * max(int(ex.generator.dp), 1)
     if not ep:  # dense: independent engines on every inference node, one router over all of them
         per_replica, replicas = ex.generator_gpus // g, 1
@@ -176,7 +194,9 @@ def layout(cfg: Any) -> Layout:
         )
     else:  # MoE with EP across nodes: the replica's ranks form one DP group
         per_replica, replicas = replica_gpus // g, ex.generator_gpus // replica_gpus
-    return Layout(g, ex.trainer_gpus // g, per_replica, replicas, tp, per_replica * g // tp, ep)
+    return Layout(
+        g, ex.trainer_gpus // g, per_replica, replicas, tp, per_replica * g // tp, ep
+    )
 
 
 # ---- TOML ---------------------------------------------------------------------------------------
@@ -193,10 +213,6 @@ def _sorted(value: Any) -> Any:
     return value
 
 
-def _is_aot(v: Any) -> bool:
-    return isinstance(v, list) and bool(v) and all(isinstance(x, dict) for x in v)
-
-
 def _set(doc: dict[str, Any], dotted: str | None, value: Any) -> None:
     if dotted is None:
         raise KeyError("this prime-rl version has no key for the requested concept")
@@ -204,60 +220,6 @@ def _set(doc: dict[str, Any], dotted: str | None, value: Any) -> None:
     for p in parents:
         doc = doc.setdefault(p, {})
     doc[last] = value
-
-
-# ---- schema check -------------------------------------------------------------------------------
-def load_schema(version: str) -> dict[str, Any]:
-    """The derived key schema of one prime-rl version (runners/schemas/)."""
-    if version not in SCHEMAS:
-        raise KeyError(f"framework.version={version!r}: no prime-rl schema; known {sorted(SCHEMAS)}")
-    return json.loads((SCHEMA_DIR / SCHEMAS[version]).read_text())
-
-
-def check_keys(doc: dict[str, Any], schema: dict[str, Any], prefix: str = "") -> list[str]:
-    """Every key of a TOML document against the schema: unknown keys and wrong types, one line each."""
-    problems: list[str] = []
-    keys, open_paths = schema["keys"], set(schema["open"])
-    if prefix.rstrip(".") in open_paths:  # free-form dicts and plugin-narrowed configs
-        return problems
-    for k, v in doc.items():
-        path = f"{prefix}{k}"
-        spec = keys.get(path)
-        if spec is None:
-            problems.append(f"{path}: unknown key at prime-rl {schema['version']} ({schema['commit'][:8]})")
-            continue
-        kind = _toml_type(v)
-        allowed = set(spec["types"])
-        ok = kind in allowed or "any" in allowed
-        ok = ok or (kind == "int" and "float" in allowed) or (kind == "table" and "dict" in allowed)
-        ok = ok or (v == "None" and "null" in allowed)  # prime-rl's TOML spelling of null
-        literals = spec.get("literal", {}).get(kind)
-        if ok and literals is not None and v not in literals and v != "None":
-            problems.append(f"{path}={v!r}: expected one of {literals}")
-        elif not ok:
-            problems.append(f"{path}={v!r}: {kind} given, expected {' | '.join(spec['types'])}")
-        elif isinstance(v, dict):
-            problems += check_keys(v, schema, f"{path}.")
-        elif _is_aot(v):
-            for item in v:
-                problems += check_keys(item, schema, f"{path}.")
-    return problems
-
-
-def _toml_type(v: Any) -> str:
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, int):
-        return "int"
-    if isinstance(v, float):
-        return "float"
-    if isinstance(v, str):
-        return "str"
-    if isinstance(v, dict):
-        return "table"
-    if _is_aot(v):
-        return "array_of_tables"
-    return "list"
 
 
 # ---- translation --------------------------------------------------------------------------------
@@ -280,12 +242,21 @@ def rl_config(cfg: Any, version: str) -> tuple[dict[str, Any], list[str]]:
     put("max_completion_tokens", int(w.max_response_len))
     put("temperature", float(w.temperature))
     put("train_source", [train_source(cfg)])
-    monitor_only = [{"type": "gibberish", "enforce": False}, {"type": "repetition", "enforce": False}]
+    monitor_only = [
+        {"type": "gibberish", "enforce": False},
+        {"type": "repetition", "enforce": False},
+    ]
     put(
         "pre_batch_filters",
-        [*monitor_only, {"type": "zero_advantage", "enforce": bool(ex.filter_zero_advantage)}],
+        [
+            *monitor_only,
+            {"type": "zero_advantage", "enforce": bool(ex.filter_zero_advantage)},
+        ],
     )
-    put("post_batch_filters", [*monitor_only, {"type": "zero_advantage", "enforce": False}])
+    put(
+        "post_batch_filters",
+        [*monitor_only, {"type": "zero_advantage", "enforce": False}],
+    )
     put("algo", "grpo")
     renderer = dict(cfg.framework.native or {}).get("renderer") or next(
         (r for prefix, r in RENDERERS if str(cfg.model.name).startswith(prefix)), None
@@ -297,7 +268,9 @@ def rl_config(cfg: Any, version: str) -> tuple[dict[str, Any], list[str]]:
     put("trainer_ep", int(ex.trainer.ep))
     put("trainer_cp", int(ex.trainer.cp))
     put("optim_offload", bool(ex.trainer.offload_optimizer))
-    put("act_offload", {} if ex.trainer.offload_activations else "None")  # "None" is prime-rl's TOML null
+    put(
+        "act_offload", {} if ex.trainer.offload_activations else "None"
+    )  # "None" is prime-rl's TOML null
     put("max_model_len", seq_len)
     put("infer_tp", lay.tp)
     if lay.ep:
@@ -323,7 +296,10 @@ def rl_config(cfg: Any, version: str) -> tuple[dict[str, Any], list[str]]:
         put("slurm_partition", str(cfg.cluster.partition))
     if cfg.cluster.account:
         put("slurm_account", str(cfg.cluster.account))
-    put("slurm_time", f"{int(cfg.cluster.time_min) // 60:02d}:{int(cfg.cluster.time_min) % 60:02d}:00")
+    put(
+        "slurm_time",
+        f"{int(cfg.cluster.time_min) // 60:02d}:{int(cfg.cluster.time_min) % 60:02d}:00",
+    )
     return doc, translation_notes(cfg, version, lay)
 
 
@@ -342,7 +318,10 @@ def train_source(cfg: Any) -> dict[str, Any]:
         "name": str(w.name),
         "env": {
             "taskset": taskset,
-            "agent": {"harness": {"id": spec["harness"]}, "runtime": {"type": spec["runtime"]}},
+            "agent": {
+                "harness": {"id": spec["harness"]},
+                "runtime": {"type": spec["runtime"]},
+            },
         },
     }
 
@@ -360,14 +339,18 @@ def translation_notes(cfg: Any, version: str, lay: Layout) -> list[str]:
             "workload.std_normalize=true: prime-rl GRPO cannot divide advantages by the group std "
             "(advantage = reward - group mean); the run uses mean-centred advantages"
         )
-    spec = dict(cfg.framework.native or {}).get("taskset") or TASKSETS.get(str(w.task), {})
+    spec = dict(cfg.framework.native or {}).get("taskset") or TASKSETS.get(
+        str(w.task), {}
+    )
     if not any("{dataset}" in str(v) for v in dict(spec.get("taskset", {})).values()):
         notes.append(
             f"workload.dataset={w.dataset!r} is not passed to prime-rl: taskset "
             f"{dict(spec.get('taskset', {})).get('id')!r} brings its own tasks"
         )
     if w.kl_coef:
-        notes.append(f"workload.kl_coef={w.kl_coef}: prime-rl has no reference-model KL term; not rendered")
+        notes.append(
+            f"workload.kl_coef={w.kl_coef}: prime-rl has no reference-model KL term; not rendered"
+        )
     if w.turns_mean > 1:
         notes.append(
             "multi-turn: max_completion_tokens caps each model turn; the all-turn cap "
@@ -403,7 +386,10 @@ def processes(cfg: Any, lay: Layout) -> list[Process]:
         for k in range(lay.dp_local)
     ]
     for n in range(lay.infer_nodes):
-        head, rank_in_replica = n - n % lay.infer_nodes_per_replica, n % lay.infer_nodes_per_replica
+        head, rank_in_replica = (
+            n - n % lay.infer_nodes_per_replica,
+            n % lay.infer_nodes_per_replica,
+        )
         for k in range(lay.dp_local):
             argv = [*UV, "inference", "@", "${CONFIG_DIR}/inference.toml", "--server.host", "0.0.0.0",
                     "--server.port", str(BACKEND_PORT + k), "--data-parallel-size-local", "1", "--api-server-count", "1"]  # fmt: skip
@@ -415,7 +401,10 @@ def processes(cfg: Any, lay: Layout) -> list[Process]:
                 argv += ["--parallel.dp", str(lay.dp), "--data-parallel-rpc-port", str(DP_RPC_PORT),
                          "--vllm-extra", json.dumps(extra, sort_keys=True)]  # fmt: skip
             else:
-                argv += ["--parallel.dp", "1"]  # independent engine per DP rank, balanced by the router
+                argv += [
+                    "--parallel.dp",
+                    "1",
+                ]  # independent engine per DP rank, balanced by the router
             gpus = ",".join(str(g) for g in range(k * lay.tp, (k + 1) * lay.tp))
             procs.append(
                 Process(
@@ -451,14 +440,26 @@ def processes(cfg: Any, lay: Layout) -> list[Process]:
 
 
 def _source_secrets(cfg: Any) -> list[str]:
-    spec = dict(cfg.framework.native or {}).get("taskset") or TASKSETS.get(str(cfg.workload.task), {})
+    spec = dict(cfg.framework.native or {}).get("taskset") or TASKSETS.get(
+        str(cfg.workload.task), {}
+    )
     return list(spec.get("secrets", []))
 
 
-def render_sbatch(cfg: Any, lay: Layout, procs: list[Process], version: str, commit: str) -> str:
+def render_sbatch(
+    cfg: Any, lay: Layout, procs: list[Process], version: str, commit: str
+) -> str:
     """job.sbatch (runners/slurm.py): prime-rl's node layout, a dry run of prime-rl's own launcher,
     then one srun step per process; no pkill preamble."""
-    dry_run = [*UV, "rl", "@", "${RUN_DIR}/launch/rl.toml", "--output-dir", "${OUTPUT_DIR}", "--dry-run"]
+    dry_run = [
+        *UV,
+        "rl",
+        "@",
+        "${RUN_DIR}/launch/rl.toml",
+        "--output-dir",
+        "${OUTPUT_DIR}",
+        "--dry-run",
+    ]
     return render_steps_sbatch(
         cfg.cluster,
         job_name=job_name(cfg),
@@ -518,7 +519,9 @@ class PrimeRLRunner(Runner):
         """Workloads prime-rl cannot run at this version, one message per problem."""
         v, ex, w = self.version, cfg.experiment, cfg.workload
         if v not in KEYS:
-            return [f"framework.version={v!r}: no prime-rl translation table; known {sorted(KEYS)}"]
+            return [
+                f"framework.version={v!r}: no prime-rl translation table; known {sorted(KEYS)}"
+            ]
         problems = self.mode_problems(cfg)
         if enum_value(ex.placement) == "colocated":
             problems.append(
@@ -546,7 +549,9 @@ class PrimeRLRunner(Runner):
                 f"workload.algorithm={algo!r}: prime-rl {v} has GRPO-style advantages only; expected 'grpo'"
             )
         container = cfg.cluster.container
-        if container.kind != "none" and not (container.image or cfg.framework.container):
+        if container.kind != "none" and not (
+            container.image or cfg.framework.container
+        ):
             problems.append(
                 f"cluster.container.kind={container.kind!r}: prime-rl publishes no container image; set "
                 "cluster.container.image to one holding prime-rl at this version, or use kind 'none'"
@@ -591,22 +596,44 @@ class PrimeRLRunner(Runner):
         with tempfile.TemporaryDirectory(prefix="prime_rl_native_") as tmp:
             path = Path(tmp) / "rl.toml"
             path.write_text(rl_toml)
-            root, python = os.environ.get("PRIME_RL_DIR"), os.environ.get("PRIME_RL_CONFIGS_PYTHON")
+            root, python = (
+                os.environ.get("PRIME_RL_DIR"),
+                os.environ.get("PRIME_RL_CONFIGS_PYTHON"),
+            )
             if root and shutil.which("uv"):
-                argv = [*UV, "rl", "@", str(path), "--dry-run", "--output-dir", str(Path(tmp) / "out")]
-                res = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=900)
+                argv = [
+                    *UV,
+                    "rl",
+                    "@",
+                    str(path),
+                    "--dry-run",
+                    "--output-dir",
+                    str(Path(tmp) / "out"),
+                ]
+                res = subprocess.run(
+                    argv, cwd=root, capture_output=True, text=True, timeout=900
+                )
             elif python:
                 res = subprocess.run(
-                    [python, "-c", _PYDANTIC_CHECK, str(path)], capture_output=True, text=True, timeout=900
+                    [python, "-c", _PYDANTIC_CHECK, str(path)],
+                    capture_output=True,
+                    text=True,
+                    timeout=900,
                 )
             else:
-                return [f"prime-rl (PRIME_RL_DIR checkout or PRIME_RL_CONFIGS_PYTHON) {NOT_INSTALLED}"]
+                return [
+                    f"prime-rl (PRIME_RL_DIR checkout or PRIME_RL_CONFIGS_PYTHON) {NOT_INSTALLED}"
+                ]
         if res.returncode == 0:
             return []
-        lines = [ln.strip() for ln in (res.stderr + res.stdout).splitlines() if ln.strip()]
+        lines = [
+            ln.strip() for ln in (res.stderr + res.stdout).splitlines() if ln.strip()
+        ]
         return lines[-20:] or [f"prime-rl exited with status {res.returncode}"]
 
-    def schema_problems(self, launch: Launch, schema_root: Path | None = None) -> list[str]:
+    def schema_problems(
+        self, launch: Launch, schema_root: Path | None = None
+    ) -> list[str]:
         """rl.toml read back with tomllib, every key checked against the key schema derived from
         prime-rl's config classes at the pinned commit (runners/schemas/, or schema_root)."""
         try:
@@ -616,7 +643,7 @@ class PrimeRLRunner(Runner):
         if schema_root is None:
             schema = load_schema(launch.version)
         else:
-            schema = json.loads((Path(schema_root) / SCHEMAS[launch.version]).read_text())
+            schema = load_schema(launch.version, Path(schema_root))
         return check_keys(doc, schema)
 
     def native_settings(self, launch: Launch) -> dict[str, str]:
@@ -627,7 +654,9 @@ class PrimeRLRunner(Runner):
             for k, v in d.items():
                 if isinstance(v, dict) and v:
                     walk(v, f"{prefix}{k}.")
-                elif _is_aot(v):  # [[orchestrator.train.source]], filters: one key per item
+                elif is_array_of_tables(
+                    v
+                ):  # [[orchestrator.train.source]], filters: one key per item
                     for i, item in enumerate(v):
                         walk(item, f"{prefix}{k}[{i}].")
                 else:
