@@ -52,15 +52,14 @@ def build(result_dirs: list[Path | str], out_dir: Path | str, all_runs: bool = F
     csv["missing"] = ["; ".join(f"{k}: {v}" for k, v in sorted(r.missing.items())) for r in every]
     csv.to_csv(out / "summary.csv", index=False)
     experiments = sorted({e for e in full["experiment"] if e})
+    table = render.table(runs, summary, verdicts)
     context = {
         "title": ", ".join(experiments) or "runs",
         "generated": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "runs": runs,
-        "verdicts": [
-            {"run": render.table(runs, summary, verdicts)["rows"][i], "v": v} for i, v in enumerate(verdicts)
-        ],
+        "verdicts": [{"run": table["rows"][i], "v": v} for i, v in enumerate(verdicts)],
         "verdict_groups": verdict_groups(summary, verdicts) if len(verdicts) > VERDICT_LINES else [],
-        "table": render.table(runs, summary, verdicts),
+        "table": table,
         "full": render.full_table(runs, summary),
         "findings": findings(runs, summary, not_ran),
         "sweep": _sweep_text(summary),

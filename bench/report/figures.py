@@ -232,11 +232,15 @@ def fig_idle(ctx: Ctx) -> plt.Figure:
         title="trainer idle (wait_s ÷ step_s)",
         ylim=(0, 1.02),
     )
-    a2.set(xlabel="trainer step", title="generator idle (1 − gen_s ÷ step_s)")
+    a2.set(xlabel="trainer step", title="generator idle (1 − gen_s ÷ step_s; disaggregated runs only)")
     _int_steps(a1, a2)
     _legend(a1, ctx)
     _legend(a2, ctx)
-    ctx.caption = "" if n2 else "Generator idle not drawn: no run reports gen_s."
+    ctx.caption = (
+        ""
+        if n2
+        else "Generator idle not drawn: no disaggregated run reports gen_s (colocated runs share one GPU pool)."
+    )
     return fig
 
 
