@@ -356,3 +356,35 @@ def _config(
         "experiment": exp,
         "workload": work,
     }
+
+
+def inferred_from_config(cfg: Any) -> dict[str, Any]:
+    """The `inferred` block of a run the suite launched (or emulated): the same shape as an ingested
+    run's, every value from the composed config it ran (source "config: <key>")."""
+    from bench.resolve import Resolved
+
+    r = Resolved.from_config(cfg)
+
+    def entry(key: str) -> dict[str, Any]:
+        v = OmegaConf.select(cfg, key)
+        return {"value": v, "source": f"config: {key}"} if v is not None else {"value": None, "source": None}
+
+    model, hardware = _conf_name(cfg.model, "model"), _conf_name(cfg.hardware, "hardware")
+    if r.colocated:
+        gpus = {"hybrid": entry("experiment.trainer_gpus")}
+    else:
+        gpus = {"trainer": entry("experiment.trainer_gpus"), "rollout": entry("experiment.generator_gpus")}
+    return {
+        "model": {"value": model, "name": str(cfg.model.name), "source": "config: model"},
+        "model_evidence": f"the suite composed conf/model/{model}.yaml",
+        "hardware": {"value": hardware, "source": "config: hardware"},
+        "gpus": gpus,
+        "nodes": {"value": r.nodes, "source": "config: the job's nodes (bench.resolve)"},
+        "group_size": entry("workload.group_size"),
+        "prompts_per_step": entry("workload.prompts_per_step"),
+        "max_prompt_len": entry("workload.max_prompt_len"),
+        "max_response_len": entry("workload.max_response_len"),
+        "total_steps": entry("workload.steps"),
+        "mode": {"value": r.mode or None, "source": "config: framework.mode as the runner resolves it"},
+        "staleness_bound": entry("workload.staleness_budget"),
+    }

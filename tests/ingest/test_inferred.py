@@ -324,3 +324,29 @@ def test_hardware_from_the_telemetry_gpu_name(tmp_path_factory, opd_results):
         )
         == 2
     )
+
+
+def test_runs_the_suite_launches_carry_the_same_inferred_block(verl_run):
+    """bench.infer.inferred_from_config: a composed experiment -> the same keys an ingested run has."""
+    from bench.config import compose
+    from bench.infer import inferred_from_config
+
+    cfg = compose(
+        [
+            "experiment=smoke",
+            "framework=verl",
+            "experiment.placement=colocated",
+            "experiment.generator_gpus=8",
+        ]
+    )
+    native = inferred_from_config(cfg)
+    ingested = read_manifest(RunPaths(verl_run))["inferred"]
+    assert set(native) <= set(ingested)
+    assert native["model"] == {"value": "qwen3_8b", "name": "Qwen/Qwen3-8B", "source": "config: model"}
+    assert native["hardware"] == {"value": "h100_sxm", "source": "config: hardware"}
+    assert native["gpus"] == {"hybrid": {"value": 8, "source": "config: experiment.trainer_gpus"}}
+    assert (native["group_size"]["value"], native["prompts_per_step"]["value"], native["nodes"]["value"]) == (
+        16,
+        64,
+        1,
+    )
