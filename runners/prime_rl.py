@@ -29,7 +29,7 @@ from typing import Any
 
 import tomli_w
 
-from runners import prime_rl_logs
+from runners import data_paths, prime_rl_logs
 from runners.base import (
     NOT_INSTALLED,
     Build,
@@ -232,7 +232,7 @@ def rl_config(cfg: Any, version: str) -> tuple[dict[str, Any], list[str]]:
         _set(doc, keys[concept], value)
 
     seq_len = int(w.max_prompt_len + w.max_response_len)
-    put("model", cfg.model.name)
+    put("model", str(data_paths.model_dir(cfg)))  # written by `bench prepare`
     put("max_steps", int(w.steps))
     put("seq_len", seq_len)
     put("batch_size", int(w.prompts_per_step * w.group_size))  # rollouts, not prompts
@@ -312,7 +312,8 @@ def train_source(cfg: Any) -> dict[str, Any]:
             f"workload.task={w.task!r}: no prime-rl environment known; expected one of {sorted(TASKSETS)} "
             "or framework.native.taskset = {taskset: {id: ...}, harness: ..., runtime: ...}"
         )
-    taskset = {k: (str(v).replace("{dataset}", str(w.dataset)) if isinstance(v, str) else v)
+    dataset = str(data_paths.prime_rl_dataset(cfg))  # bench prepare's copy, read by load_dataset
+    taskset = {k: (str(v).replace("{dataset}", dataset) if isinstance(v, str) else v)
                for k, v in dict(spec["taskset"]).items()}  # fmt: skip
     return {
         "name": str(w.name),

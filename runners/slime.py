@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from runners import slime_logs
+from runners import data_paths, slime_logs
 from runners.base import (
     NOT_INSTALLED,
     Build,
@@ -186,8 +186,7 @@ def layout(cfg: Any) -> dict[str, int]:
 
 def _model_paths(cfg: Any, native: dict[str, Any]) -> tuple[str, str]:
     """(--hf-checkpoint, --load): generation reads the FP8 release when generator.dtype_bytes == 1."""
-    root = str(native.get("models_dir", "/models")).rstrip("/")
-    bf16 = f"{root}/{cfg.model.name}"
+    bf16 = str(data_paths.model_dir(cfg))  # written by `bench prepare`
     fp8 = float(cfg.experiment.generator.dtype_bytes) == 1.0
     return (f"{bf16}{native.get('fp8_suffix', '-FP8')}" if fp8 else bf16), bf16
 
@@ -216,11 +215,10 @@ def driver_flags(cfg: Any, mode: str) -> list[tuple[str, Any]]:
     ]
     if float(w.kl_coef) > 0:
         # The reference model is a Megatron torch_dist checkpoint (tools/convert_hf_to_torch_dist.py).
-        ref = f"{str(native.get('models_dir', '/models')).rstrip('/')}/{cfg.model.name}_torch_dist"
+        ref = f"{data_paths.model_dir(cfg)}_torch_dist"
         f.append(("--ref-load", ref))
     f += model_flags(cfg.model)
-    data = str(native.get("data_dir", "/data")).rstrip("/")
-    f += [("--prompt-data", f"{data}/{w.dataset}/{native.get('prompt_file', 'train.jsonl')}"),
+    f += [("--prompt-data", str(data_paths.slime_prompt_file(cfg))),  # written by `bench prepare`
           ("--input-key", native.get("input_key", "prompt")), ("--label-key", native.get("label_key", "label")),
           ("--apply-chat-template", None), ("--rollout-shuffle", None)]  # fmt: skip
     task = dict((native.get("tasks") or {}).get(w.task) or {})

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from omegaconf import OmegaConf
 
+from runners import data_paths
 from runners.base import NOT_INSTALLED, Build, Launch, ParseResult, Process, Runner, enum_value
 from runners.slurm import ray_processes, render_sbatch
 
@@ -98,7 +99,7 @@ def translate(cfg: Any, mode: str) -> tuple[list[str], list[str]]:
             f"ppo_max_token_len_per_gpu raised from micro_batch_tokens={tok} to {seq} (one sequence must fit)"
         )
         tok = seq
-    data_dir = str(native.get("data_dir", "{run_dir}/data")) + "/" + str(wl.dataset).replace("/", "__")
+    train_file, val_file = data_paths.verl_files(cfg)  # written by `bench prepare`
     o: list[str] = []
     if megatron and ENTRY[mode][0] == "verl.trainer.main_ppo":
         o.append("model_engine=megatron")
@@ -107,14 +108,14 @@ def translate(cfg: Any, mode: str) -> tuple[list[str], list[str]]:
         "algorithm.adv_estimator=grpo",
         f"algorithm.norm_adv_by_std_in_grpo={_b(wl.std_normalize)}",
         "algorithm.use_kl_in_reward=False",
-        f"data.train_files={data_dir}/train.parquet",
-        f"data.val_files={data_dir}/test.parquet",
+        f"data.train_files={train_file}",
+        f"data.val_files={val_file}",
         f"data.train_batch_size={0 if mode == 'fully_async' else prompts}",
         f"data.max_prompt_length={int(wl.max_prompt_len)}",
         f"data.max_response_length={int(wl.max_response_len)}",
         "data.filter_overlong_prompts=True",
         f"data.seed={int(exp.seed)}",
-        f"actor_rollout_ref.model.path={cfg.model.name}",
+        f"actor_rollout_ref.model.path={data_paths.model_dir(cfg)}",
         "actor_rollout_ref.model.use_remove_padding=True",
         f"actor_rollout_ref.actor.optim.lr={float(wl.lr)}",
         f"actor_rollout_ref.actor.ppo_mini_batch_size={mini}",

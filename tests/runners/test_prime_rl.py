@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.config import compose
+from runners.data_paths import REPO
 from bench.trace import read_steps, write_rollouts, write_steps
 from runners.base import load_runner
 from runners.prime_rl import KEYS, check_keys, layout, load_schema, toml_dumps
@@ -84,7 +85,7 @@ def test_smoke_translation_counts_rollouts_and_sets_group_size():
     source = orch["train"]["source"][0]
     assert source["env"]["taskset"] == {
         "id": "math-env-v1",
-        "dataset_name": "BytedTsinghua-SIA/DAPO-Math-17k",
+        "dataset_name": str(REPO / ".data" / "BytedTsinghua-SIA__DAPO-Math-17k" / "prime_rl"),  # bench prepare's
     }
     assert orch["renderer"]["name"] == "qwen3"
 

@@ -17,6 +17,7 @@ import pytest
 from bench.config import compose
 from runners import slime
 from runners.base import load_runner
+from runners.data_paths import REPO
 from runners.slime_logs import LogState, build_steps, parse_payload
 
 GOLDEN = Path(__file__).parent / "golden" / "slime"
@@ -265,7 +266,7 @@ def test_kl_wandb_oversampling_and_filter():
     )  # fmt: skip
     f = flags_of(cfg)
     assert f["--kl-loss-coef"] == "0.001" and "--use-kl-loss" in f
-    assert f["--ref-load"] == "/models/Qwen/Qwen3-8B_torch_dist"
+    assert f["--ref-load"] == str(REPO / ".models" / "Qwen" / "Qwen3-8B_torch_dist")  # cluster.model_root
     assert f["--over-sampling-batch-size"] == "96"  # ceil(64 x 1.5) prompts
     assert f["--dynamic-sampling-filter-path"] == slime.DYNAMIC_FILTER
     assert f["--wandb-mode"] == "offline" and f["--wandb-group"] == "smoke-slime"

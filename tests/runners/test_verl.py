@@ -15,6 +15,7 @@ from verl_wheel import verl_config_root
 
 from bench.config import compose
 from runners.base import load_runner
+from runners.data_paths import REPO
 from runners.verl import PARSER_FORMATS, compose_driver, layout
 from runners.verl_logs import parse_dir
 
@@ -60,7 +61,7 @@ def test_smoke_disaggregated_composes_as_separate_async(verl_root):
     assert v.trainer.v1.sampler.max_off_policy_threshold == 1  # math_grpo staleness_budget
     assert list(v.trainer.logger) == ["console", "file", "wandb"]
     assert v.data.max_response_length == 8192 and v.actor_rollout_ref.rollout.response_length == 8192
-    assert v.actor_rollout_ref.model.path == "Qwen/Qwen3-8B"
+    assert v.actor_rollout_ref.model.path == str(REPO / ".models" / "Qwen" / "Qwen3-8B")  # bench prepare's
     assert v.trainer.total_training_steps == 20
     assert launch.nodes == 2 and launch.gpus_per_node == 8
 
@@ -432,11 +433,11 @@ def test_empty_or_missing_dir_warns(tmp_path):
 def test_native_site_knobs_pass_through(verl_root):
     _, launch = _launch(
         "experiment=smoke",
-        "+framework.native.data_dir=/shared/data",
+        "cluster.data_root=/shared/data",
         '+framework.native.overrides=["trainer.balance_batch=False"]',
     )
     argv = _driver(launch)
-    assert "data.train_files=/shared/data/BytedTsinghua-SIA__DAPO-Math-17k/train.parquet" in argv
+    assert "data.train_files=/shared/data/BytedTsinghua-SIA__DAPO-Math-17k/verl/train.parquet" in argv
     assert argv[-1] == "trainer.balance_batch=False"
     assert compose_driver(argv, verl_root).trainer.balance_batch is False
 
