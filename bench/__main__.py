@@ -16,6 +16,7 @@ COMMANDS = {
     "run": ("bench.launch:main", "compose an experiment and submit one job per framework"),
     "status": ("bench.launch:status_main", "state of each job of an experiment"),
     "validate": ("bench.validate:main", "pre-flight checks of an experiment"),
+    "prepare": ("bench.prepare:main", "datasets and model weights onto the site's shared filesystem"),
     "render": ("bench.render:main", "write a framework's native launch"),
     "ingest": ("bench.ingest:main", "native logs -> trace + metrics.json"),
     "metrics": ("bench.metrics:main", "recompute a run directory's metrics.json"),
