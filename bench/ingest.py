@@ -45,7 +45,7 @@ GPU_COLUMNS = {
     "power.draw [W]": "power_w",
     "power_w": "power_w",
 }
-NOT_LOGS = (".csv", ".parquet", ".json", ".yaml", ".yml", ".toml", ".env", ".py", ".sh")
+NOT_LOGS = (".csv", ".parquet", ".json", ".jsonl", ".yaml", ".yml", ".toml", ".env", ".py", ".sh")
 # what each framework's logs say about themselves (first MiB of any file), for "wrong --framework"
 SIGNATURES = {
     "verl": (b"(TaskRunner", b"actor_rollout_ref", b"timing_s/step"),

@@ -47,7 +47,11 @@ FACT_NAMES = (
     "mode",
     "staleness_bound",
 )
-SNIFF_BYTES = 1 << 20  # config dumps sit at the start of a log: never read a whole 2 GB console
+SNIFF_BYTES = 1 << 20
+BULK_DIRS = frozenset({"rollouts", "checkpoints", "ckpt", "weights", "broadcasts", "wandb"})
+BULK_SUFFIXES = frozenset(
+    {".safetensors", ".pt", ".bin", ".pth", ".parquet", ".arrow", ".distcp", ".npy"}
+)  # config dumps sit at the start of a log: never read a whole 2 GB console
 
 
 @dataclass
@@ -77,10 +81,18 @@ def head_text(path: Path, limit: int = SNIFF_BYTES) -> str:
 
 def text_files(log_dir: Path) -> list[Path]:
     """Every regular file under log_dir (or log_dir itself), sorted, hidden folders included
-    (.hydra holds verl's config)."""
+    (.hydra holds verl's config). Bulk outputs are left out: per-rollout trace folders (one file
+    per step, thousands on a long run), checkpoints and weight files hold no configuration or
+    console line, and reading the head of each would cost more than the logs themselves."""
     if log_dir.is_file():
         return [log_dir]
-    return sorted(p for p in log_dir.rglob("*") if p.is_file())
+    return sorted(
+        p
+        for p in log_dir.rglob("*")
+        if p.is_file()
+        and p.suffix not in BULK_SUFFIXES
+        and not BULK_DIRS.intersection(p.relative_to(log_dir).parts[:-1])
+    )
 
 
 def line_at(text: str, offset: int) -> int:
