@@ -175,13 +175,9 @@ def layout(cfg: Any) -> Layout:
         ("experiment.generator_gpus", ex.generator_gpus),
     ):
         if n <= 0 or n % g:
-            raise ValueError(
-                f"{key}={n}: prime-rl's multi-node layout needs whole nodes of {g} GPUs"
-            )
+            raise ValueError(f"{key}={n}: prime-rl's multi-node layout needs whole nodes of {g} GPUs")
     if g % tp:
-        raise ValueError(
-            f"experiment.generator.tp={tp}: must divide cluster.gpus_per_node={g}"
-        )
+        raise ValueError(f"experiment.generator.tp={tp}: must divide cluster.gpus_per_node={g}")
     replica_gpus = tp * max(int(ex.generator.dp), 1)
     if not ep:  # dense: independent engines on every inference node, one router over all of them
         per_replica, replicas = ex.generator_gpus // g, 1
@@ -194,9 +190,7 @@ def layout(cfg: Any) -> Layout:
         )
     else:  # MoE with EP across nodes: the replica's ranks form one DP group
         per_replica, replicas = replica_gpus // g, ex.generator_gpus // replica_gpus
-    return Layout(
-        g, ex.trainer_gpus // g, per_replica, replicas, tp, per_replica * g // tp, ep
-    )
+    return Layout(g, ex.trainer_gpus // g, per_replica, replicas, tp, per_replica * g // tp, ep)
 
 
 # ---- TOML ---------------------------------------------------------------------------------------
@@ -268,9 +262,7 @@ def rl_config(cfg: Any, version: str) -> tuple[dict[str, Any], list[str]]:
     put("trainer_ep", int(ex.trainer.ep))
     put("trainer_cp", int(ex.trainer.cp))
     put("optim_offload", bool(ex.trainer.offload_optimizer))
-    put(
-        "act_offload", {} if ex.trainer.offload_activations else "None"
-    )  # "None" is prime-rl's TOML null
+    put("act_offload", {} if ex.trainer.offload_activations else "None")  # "None" is prime-rl's TOML null
     put("max_model_len", seq_len)
     put("infer_tp", lay.tp)
     if lay.ep:
@@ -340,18 +332,14 @@ def translation_notes(cfg: Any, version: str, lay: Layout) -> list[str]:
             "workload.std_normalize=true: prime-rl GRPO cannot divide advantages by the group std "
             "(advantage = reward - group mean); the run uses mean-centred advantages"
         )
-    spec = dict(cfg.framework.native or {}).get("taskset") or TASKSETS.get(
-        str(w.task), {}
-    )
+    spec = dict(cfg.framework.native or {}).get("taskset") or TASKSETS.get(str(w.task), {})
     if not any("{dataset}" in str(v) for v in dict(spec.get("taskset", {})).values()):
         notes.append(
             f"workload.dataset={w.dataset!r} is not passed to prime-rl: taskset "
             f"{dict(spec.get('taskset', {})).get('id')!r} brings its own tasks"
         )
     if w.kl_coef:
-        notes.append(
-            f"workload.kl_coef={w.kl_coef}: prime-rl has no reference-model KL term; not rendered"
-        )
+        notes.append(f"workload.kl_coef={w.kl_coef}: prime-rl has no reference-model KL term; not rendered")
     if w.turns_mean > 1:
         notes.append(
             "multi-turn: max_completion_tokens caps each model turn; the all-turn cap "
@@ -441,15 +429,11 @@ def processes(cfg: Any, lay: Layout) -> list[Process]:
 
 
 def _source_secrets(cfg: Any) -> list[str]:
-    spec = dict(cfg.framework.native or {}).get("taskset") or TASKSETS.get(
-        str(cfg.workload.task), {}
-    )
+    spec = dict(cfg.framework.native or {}).get("taskset") or TASKSETS.get(str(cfg.workload.task), {})
     return list(spec.get("secrets", []))
 
 
-def render_sbatch(
-    cfg: Any, lay: Layout, procs: list[Process], version: str, commit: str
-) -> str:
+def render_sbatch(cfg: Any, lay: Layout, procs: list[Process], version: str, commit: str) -> str:
     """job.sbatch (runners/slurm.py): prime-rl's node layout, a dry run of prime-rl's own launcher,
     then one srun step per process; no pkill preamble."""
     dry_run = [
@@ -520,9 +504,7 @@ class PrimeRLRunner(Runner):
         """Workloads prime-rl cannot run at this version, one message per problem."""
         v, ex, w = self.version, cfg.experiment, cfg.workload
         if v not in KEYS:
-            return [
-                f"framework.version={v!r}: no prime-rl translation table; known {sorted(KEYS)}"
-            ]
+            return [f"framework.version={v!r}: no prime-rl translation table; known {sorted(KEYS)}"]
         problems = self.mode_problems(cfg)
         if enum_value(ex.placement) == "colocated":
             problems.append(
@@ -550,9 +532,7 @@ class PrimeRLRunner(Runner):
                 f"workload.algorithm={algo!r}: prime-rl {v} has GRPO-style advantages only; expected 'grpo'"
             )
         container = cfg.cluster.container
-        if container.kind != "none" and not (
-            container.image or cfg.framework.container
-        ):
+        if container.kind != "none" and not (container.image or cfg.framework.container):
             problems.append(
                 f"cluster.container.kind={container.kind!r}: prime-rl publishes no container image; set "
                 "cluster.container.image to one holding prime-rl at this version, or use kind 'none'"
@@ -611,9 +591,7 @@ class PrimeRLRunner(Runner):
                     "--output-dir",
                     str(Path(tmp) / "out"),
                 ]
-                res = subprocess.run(
-                    argv, cwd=root, capture_output=True, text=True, timeout=900
-                )
+                res = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=900)
             elif python:
                 res = subprocess.run(
                     [python, "-c", _PYDANTIC_CHECK, str(path)],
@@ -622,19 +600,13 @@ class PrimeRLRunner(Runner):
                     timeout=900,
                 )
             else:
-                return [
-                    f"prime-rl (PRIME_RL_DIR checkout or PRIME_RL_CONFIGS_PYTHON) {NOT_INSTALLED}"
-                ]
+                return [f"prime-rl (PRIME_RL_DIR checkout or PRIME_RL_CONFIGS_PYTHON) {NOT_INSTALLED}"]
         if res.returncode == 0:
             return []
-        lines = [
-            ln.strip() for ln in (res.stderr + res.stdout).splitlines() if ln.strip()
-        ]
+        lines = [ln.strip() for ln in (res.stderr + res.stdout).splitlines() if ln.strip()]
         return lines[-20:] or [f"prime-rl exited with status {res.returncode}"]
 
-    def schema_problems(
-        self, launch: Launch, schema_root: Path | None = None
-    ) -> list[str]:
+    def schema_problems(self, launch: Launch, schema_root: Path | None = None) -> list[str]:
         """rl.toml read back with tomllib, every key checked against the key schema derived from
         prime-rl's config classes at the pinned commit (runners/schemas/, or schema_root)."""
         try:
@@ -655,9 +627,7 @@ class PrimeRLRunner(Runner):
             for k, v in d.items():
                 if isinstance(v, dict) and v:
                     walk(v, f"{prefix}{k}.")
-                elif is_array_of_tables(
-                    v
-                ):  # [[orchestrator.train.source]], filters: one key per item
+                elif is_array_of_tables(v):  # [[orchestrator.train.source]], filters: one key per item
                     for i, item in enumerate(v):
                         walk(item, f"{prefix}{k}[{i}].")
                 else:

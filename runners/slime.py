@@ -74,9 +74,7 @@ SGLANG_FLAGS = [
     "--sglang-mem-fraction-static",
 ]  # fmt: skip
 
-DYNAMIC_FILTER = (
-    "slime.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std"
-)
+DYNAMIC_FILTER = "slime.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std"
 # slime's own model code per config.json model_type: a Megatron layer spec from slime_plugins and the
 # flags its scripts/models/<m>.sh add for it. The model's facts (rope_theta, eps, router...) are in
 # conf/model/*.yaml (ModelConf).
@@ -150,9 +148,7 @@ def model_flags(model: Any) -> list[tuple[str, Any]]:
                     model.ffn_expert * model.shared_experts,
                 )
             )
-        if (
-            model.router_score == "sigmoid"
-        ):  # DeepSeek-style router with expert bias (GLM)
+        if model.router_score == "sigmoid":  # DeepSeek-style router with expert bias (GLM)
             f += [("--moe-router-pre-softmax", None), ("--moe-router-enable-expert-bias", None),
                   ("--moe-router-bias-update-rate", "0"), ("--moe-router-load-balancing-type", "seq_aux_loss"),
                   ("--moe-router-topk-scaling-factor", "2.5")]  # fmt: skip
@@ -203,11 +199,7 @@ def driver_flags(cfg: Any, mode: str) -> list[tuple[str, Any]]:
         ("--actor-num-gpus-per-node", lay["actor_num_gpus_per_node"]),
         ("--num-gpus-per-node", lay["gpus_per_node"]),
     ]
-    f.append(
-        ("--colocate", None)
-        if lay["colocated"]
-        else ("--rollout-num-gpus", lay["rollout_num_gpus"])
-    )
+    f.append(("--colocate", None) if lay["colocated"] else ("--rollout-num-gpus", lay["rollout_num_gpus"]))
     f += [
         ("--rollout-num-gpus-per-engine", lay["gpus_per_engine"]),
         ("--hf-checkpoint", hf_ckpt),
@@ -224,9 +216,7 @@ def driver_flags(cfg: Any, mode: str) -> list[tuple[str, Any]]:
     task = dict((native.get("tasks") or {}).get(w.task) or {})
     if task.get("rm_type"):
         f.append(("--rm-type", task["rm_type"]))
-    for item in (
-        task.get("args") or []
-    ):  # task harness flags (e.g. the SWE agent's generate function)
+    for item in task.get("args") or []:  # task harness flags (e.g. the SWE agent's generate function)
         flag, _, value = str(item).partition(" ")
         f.append((flag, value or None))
     f += [("--num-rollout", w.steps), ("--rollout-batch-size", w.prompts_per_step),
@@ -313,10 +303,7 @@ def flatten(flags: list[tuple[str, Any]]) -> list[str]:
 
 def flags_text(flags: list[tuple[str, Any]]) -> str:
     """flags.txt: one flag and its shell-quoted value(s) per line (slime's bash-array style)."""
-    return "".join(
-        " ".join([flag, *(shlex.quote(v) for v in _word(value))]) + "\n"
-        for flag, value in flags
-    )
+    return "".join(" ".join([flag, *(shlex.quote(v) for v in _word(value))]) + "\n" for flag, value in flags)
 
 
 class SlimeRunner(Runner):
@@ -345,9 +332,7 @@ class SlimeRunner(Runner):
                 "use colocate_sync or placement=disaggregated"
             )
         if not lay["colocated"] and mode == "colocate_sync":
-            problems.append(
-                "framework.mode='colocate_sync' needs experiment.placement=colocated"
-            )
+            problems.append("framework.mode='colocate_sync' needs experiment.placement=colocated")
         trainer, gpn = int(exp.trainer_gpus), lay["gpus_per_node"]
         if trainer > gpn and trainer % gpn:
             problems.append(
@@ -374,18 +359,14 @@ class SlimeRunner(Runner):
                 f"experiment.oversampling={exp.oversampling}; slime asserts --over-sampling-batch-size >= --rollout-batch-size (expected >= 1)"
             )
         if float(w.temperature) <= 0:
-            problems.append(
-                f"workload.temperature={w.temperature}; slime requires --rollout-temperature > 0"
-            )
+            problems.append(f"workload.temperature={w.temperature}; slime requires --rollout-temperature > 0")
         for key in missing_model_facts(cfg.model):
             problems.append(
                 f"model.{key} is unknown for {cfg.model.name}: slime passes it to Megatron; "
                 "add it from the model's config.json to its conf/model YAML"
             )
         if w.task not in (_native(cfg).get("tasks") or {}):
-            problems.append(
-                f"workload.task={w.task!r}: no reward/harness mapping in framework.native.tasks"
-            )
+            problems.append(f"workload.task={w.task!r}: no reward/harness mapping in framework.native.tasks")
         if not problems:
             flags = driver_flags(cfg, mode)
             problems += [
@@ -398,9 +379,7 @@ class SlimeRunner(Runner):
     def notes(self, cfg: Any, mode: str) -> list[str]:
         """Translation caveats for this workload (written to command.json)."""
         exp, w = cfg.experiment, cfg.workload
-        out = [
-            f"mode {mode}: {'train_async.py' if mode in ('async', 'partial_rollout') else 'train.py'}"
-        ]
+        out = [f"mode {mode}: {'train_async.py' if mode in ('async', 'partial_rollout') else 'train.py'}"]
         if exp.trainer.sharding == "fsdp":
             out.append(
                 "trainer.sharding=fsdp: slime 0.3.1 trains with Megatron only; FSDP is approximated by Megatron DP + distributed optimizer"
@@ -409,11 +388,7 @@ class SlimeRunner(Runner):
             out.append(
                 "offload_activations/offload_params have no slime flag; full recompute is used instead"
             )
-        if (
-            exp.partial_rollout
-            and float(exp.oversampling) <= 1
-            and not exp.filter_zero_advantage
-        ):
+        if exp.partial_rollout and float(exp.oversampling) <= 1 and not exp.filter_zero_advantage:
             out.append(
                 "partial rollout without over-sampling or a filter leaves nothing pending: it has no effect"
             )
@@ -426,9 +401,7 @@ class SlimeRunner(Runner):
                 "SWE harness: slime's examples/coding_agent_rl generate function, not the harness of the published run"
             )
         if enum_value(w.algorithm) == "gspo":
-            out.append(
-                "GSPO clip range --eps-clip 4e-4 follows slime's run-qwen3-235B-A22B.sh"
-            )
+            out.append("GSPO clip range --eps-clip 4e-4 follows slime's run-qwen3-235B-A22B.sh")
         if int(exp.generator.dp) > 1:
             out.append(
                 "generator dp > 1: one SGLang engine with DP attention; prefill/decode disaggregation is not rendered"
@@ -439,9 +412,7 @@ class SlimeRunner(Runner):
         """Ray head/workers on every node, then train.py / train_async.py on node 0 (job.sbatch)."""
         native, lay = _native(cfg), layout(cfg)
         flags = driver_flags(cfg, mode)
-        script = (
-            "train_async.py" if mode in ("async", "partial_rollout") else "train.py"
-        )
+        script = "train_async.py" if mode in ("async", "partial_rollout") else "train.py"
         slime_dir = str(native.get("slime_dir", "/root/slime")).rstrip("/")
         argv = ["python3", f"{slime_dir}/{script}", *flatten(flags)]
         env = {
@@ -454,9 +425,7 @@ class SlimeRunner(Runner):
             env["WANDB_MODE"] = "offline"
         secrets = sorted(native.get("secret_env") or [])
         processes = ray_processes(lay["nodes"], lay["gpus_per_node"])
-        processes.append(
-            Process(role="driver", node_rank=0, argv=argv, env=env, secret_env=secrets)
-        )
+        processes.append(Process(role="driver", node_rank=0, argv=argv, env=env, secret_env=secrets))
         sbatch = render_sbatch(
             cfg.cluster,
             job_name=f"{cfg.experiment.name}-slime",
@@ -476,9 +445,7 @@ class SlimeRunner(Runner):
             notes=self.notes(cfg, mode),
         )
 
-    def validate_native(
-        self, cfg: Any, launch: Launch, timeout_s: float = 600.0
-    ) -> list[str]:
+    def validate_native(self, cfg: Any, launch: Launch, timeout_s: float = 600.0) -> list[str]:
         """Run slime's own parser (slime.utils.arguments.parse_args) on the rendered driver argv.
 
         Needs slime, Megatron-LM and SGLang importable (the slime container) and the model's HF
@@ -488,7 +455,9 @@ class SlimeRunner(Runner):
         if importlib.util.find_spec("slime") is None:
             return [f"slime is {NOT_INSTALLED}"]
         driver = next(p for p in launch.processes if p.role == "driver")
-        code = "import sys; from slime.utils.arguments import parse_args; sys.argv = sys.argv[1:]; parse_args()"
+        code = (
+            "import sys; from slime.utils.arguments import parse_args; sys.argv = sys.argv[1:]; parse_args()"
+        )
         try:
             out = subprocess.run(
                 [sys.executable, "-c", code, *driver.argv[1:]],
@@ -501,47 +470,31 @@ class SlimeRunner(Runner):
             return [f"slime's parse_args did not finish in {timeout_s:.0f} s"]
         if out.returncode != 0:
             tail = (out.stderr.strip().splitlines() or ["(no output)"])[-1]
-            return [
-                f"slime's parse_args rejected the flags (exit {out.returncode}): {tail}"
-            ]
+            return [f"slime's parse_args rejected the flags (exit {out.returncode}): {tail}"]
         return []
 
-    def schema_problems(
-        self, launch: Launch, schema_root: Path | None = None
-    ) -> list[str]:
+    def schema_problems(self, launch: Launch, schema_root: Path | None = None) -> list[str]:
         """flags.txt read back (shell words) must be the driver's argv, and every flag must be one
         slime, Megatron-LM or SGLang accepts at the pinned version, with a value of its type
         (runners/schemas/slime-v0.3.1.json, or schema_root/slime-v0.3.1.json)."""
-        schema = (
-            load_schema(str(Path(schema_root) / SCHEMA_FILE))
-            if schema_root
-            else load_schema()
-        )
+        schema = load_schema(str(Path(schema_root) / SCHEMA_FILE)) if schema_root else load_schema()
         driver = next(p for p in launch.processes if p.role == "driver")
         lines = [shlex.split(line) for line in launch.files["flags.txt"].splitlines()]
         problems = []
         if [w for words in lines for w in words] != driver.argv[2:]:
             problems.append("flags.txt does not read back as the driver's argv")
-        pairs = [
-            (w[0], None if len(w) == 1 else (w[1] if len(w) == 2 else w[1:]))
-            for w in lines
-        ]
+        pairs = [(w[0], None if len(w) == 1 else (w[1] if len(w) == 2 else w[1:])) for w in lines]
         problems += [
-            f"flag {f} is not accepted by slime {launch.version}"
-            for f in unknown_flags(driver.argv, schema)
+            f"flag {f} is not accepted by slime {launch.version}" for f in unknown_flags(driver.argv, schema)
         ]
         return problems + check_values(pairs, schema)
 
     def native_settings(self, launch: Launch) -> dict[str, str]:
         """flags.txt as `flag -> value` ("" for a switch); a repeated flag keeps its last value."""
         lines = launch.files["flags.txt"].splitlines()
-        return {
-            flag: value for flag, _, value in (line.partition(" ") for line in lines)
-        }
+        return {flag: value for flag, _, value in (line.partition(" ") for line in lines)}
 
-    def parse(
-        self, log_dir: Path, peak_flops: float | None = None, **options: Any
-    ) -> ParseResult:
+    def parse(self, log_dir: Path, peak_flops: float | None = None, **options: Any) -> ParseResult:
         """slime/Miles console logs under log_dir -> steps rows (rollouts are not logged per sample).
 
         peak_flops: the GPU's dense BF16 peak (FLOP/s) for native_mfu; defaults to
@@ -551,10 +504,7 @@ class SlimeRunner(Runner):
             peak_flops = (self.conf.get("native") or {}).get("peak_flops")
         files = [log_dir] if log_dir.is_file() else slime_logs.log_files(log_dir)
         env_files = (
-            {
-                p.name: slime_logs.read_env_file(p)
-                for p in sorted(log_dir.rglob("*.env"))
-            }
+            {p.name: slime_logs.read_env_file(p) for p in sorted(log_dir.rglob("*.env"))}
             if log_dir.is_dir()
             else {}
         )
@@ -566,9 +516,7 @@ class SlimeRunner(Runner):
             if isinstance(v.get(k), int | float)
         }
         state = slime_logs.scan(files)
-        rows, warnings, run_info = slime_logs.build_steps(
-            state, peak_flops, t0=epochs.get("start_epoch")
-        )
+        rows, warnings, run_info = slime_logs.build_steps(state, peak_flops, t0=epochs.get("start_epoch"))
         run_info.update(epochs)
         if env_files:
             run_info["env_files"] = env_files
@@ -577,9 +525,7 @@ class SlimeRunner(Runner):
         elif not rows:
             warnings.append(f"{log_dir}: no slime perf records in {len(files)} file(s)")
         if peak_flops is None and rows:
-            warnings.append(
-                "native_mfu null: pass peak_flops (hardware.peak_bf16_flops) to parse_logs"
-            )
+            warnings.append("native_mfu null: pass peak_flops (hardware.peak_bf16_flops) to parse_logs")
         return ParseResult(
             steps=rows,
             warnings=warnings,
