@@ -28,6 +28,7 @@ from runners.config_tree import Tree, from_overrides, from_pprint_dump, from_yam
 from runners.run_config import Facts, head_text, positive_int, put, source, text_files
 
 PARAMS_LINE = re.compile(r"(\w+For\w+) contains ([\d.]+)([KMBT]) parameters")
+ON_POLICY_LAG = {"sync": 0, "one_step_off": 1}  # policy versions a sample lags in these modes
 SCALE = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
 DUMP_START = re.compile(
     r"^(?:\S*\([\w.:-]+ pid=\d+[^)]*\)\S* ?)?\{'(?:actor_rollout_ref|data|algorithm)':", re.M
@@ -115,7 +116,16 @@ def read(log_dir: Path | str, run_info: dict[str, Any] | None = None) -> Facts:
         put(facts, "staleness_bound", v, src)
     if run_info and run_info.get("mode") and run_info.get("mode_source") != "assumed":
         # verl_logs decides the mode from the actor prefix, the metric keys or trainer.v1
-        put(facts, "mode", run_info["mode"], f"verl step records ({run_info.get('mode_source')})")
+        how = run_info.get("mode_source")
+        _, src = _first(ts, "trainer.v1.trainer_mode") if how == "config" else (None, None)
+        put(facts, "mode", run_info["mode"], src or f"verl step records ({how})")
+        if run_info["mode"] in ON_POLICY_LAG:  # the lag these modes have by construction
+            put(
+                facts,
+                "staleness_bound",
+                ON_POLICY_LAG[run_info["mode"]],
+                f"mode {run_info['mode']} ({src or how})",
+            )
     arch = _architecture(log_dir)
     if arch:
         put(facts, "architecture", arch[0], arch[1])

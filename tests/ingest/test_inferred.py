@@ -84,6 +84,9 @@ def test_verl_run_infers_its_configuration(verl_run, opd_results):
     assert _line(d / "run.log", 904).endswith("Qwen3ForCausalLM contains 596.05M parameters")
     assert "matches conf/model/qwen3_0_6b.yaml" in inf["model_evidence"]
     assert inf["model_path"]["value"] == "/root/opd-bench/models/student"  # a local path, not a model id
+    assert inf["mode"] == {"value": "sync", "source": "config.yaml:923"}
+    assert _line(d / "config.yaml", 923).strip() == "trainer_mode: sync"
+    assert inf["staleness_bound"] == {"value": 0, "source": "mode sync (config.yaml:923)"}  # on-policy
 
 
 def test_verl_config_is_read_from_the_console_dump_alone(tmp_path, opd_results):
