@@ -30,18 +30,9 @@ from typing import Any
 import tomli_w
 
 from runners import data_paths, prime_rl_logs
-from runners.base import (
-    NOT_INSTALLED,
-    Build,
-    Launch,
-    ParseResult,
-    Process,
-    Runner,
-    enum_value,
-)
+from runners.base import NOT_INSTALLED, Build, Launch, ParseResult, Process, Runner, enum_value
 from runners.schemas.prime_rl import check_keys, is_array_of_tables, load_schema
 from runners.slurm import render_steps_sbatch
-
 
 # version -> workload concept -> dotted path in rl.toml (None: the version has no such knob)
 KEYS: dict[str, dict[str, str | None]] = {
@@ -103,10 +94,7 @@ PARSER_FORMATS: dict[str, list[str]] = {
         "console 'Detected A/B rollouts (...), enforced N' (filtered samples)",
         "rollouts/step_N/train/{all,effective}/traces.jsonl (episode traces -> rollouts.parquet)",
     ],
-    "0.7.0": [
-        "metrics.jsonl in trainer and orchestrator output dirs",
-        "console 'Key value' Step lines",
-    ],
+    "0.7.0": ["metrics.jsonl in trainer and orchestrator output dirs", "console 'Key value' Step lines"],
     "0.5.0": [
         "console 'Step 5 | Time: 0.36s | Loss: ... | Throughput: 4771 tokens/s | MFU: 1.4% | ...'",
         "console 'Step 13 | Time: 72.00s | Reward: 0.3400 | ... | Max. Off-Policy Level: 0'",
@@ -125,11 +113,7 @@ TASKSETS: dict[str, dict[str, Any]] = {
 # model-name prefix -> renderer (token-in/token-out chat template). prime-rl refuses a model missing
 # from renderers.MODEL_RENDERER_MAP unless a renderer is named (e.g. Qwen3-235B-A22B-Thinking-2507);
 # the families below match that map's entries for their siblings. framework.native.renderer overrides.
-RENDERERS = [
-    ("Qwen/Qwen3-", "qwen3"),
-    ("zai-org/GLM-5", "glm-5"),
-    ("zai-org/GLM-4.5", "glm-4.5"),
-]
+RENDERERS = [("Qwen/Qwen3-", "qwen3"), ("zai-org/GLM-5", "glm-5"), ("zai-org/GLM-4.5", "glm-4.5")]
 
 ROUTER_PORT, BACKEND_PORT, RDZV_PORT, DP_RPC_PORT = 8000, 8100, 29500, 13345
 WANDB_PROJECT = "rl-bench"
@@ -236,21 +220,12 @@ def rl_config(cfg: Any, version: str) -> tuple[dict[str, Any], list[str]]:
     put("max_completion_tokens", int(w.max_response_len))
     put("temperature", float(w.temperature))
     put("train_source", [train_source(cfg)])
-    monitor_only = [
-        {"type": "gibberish", "enforce": False},
-        {"type": "repetition", "enforce": False},
-    ]
+    monitor_only = [{"type": "gibberish", "enforce": False}, {"type": "repetition", "enforce": False}]
     put(
         "pre_batch_filters",
-        [
-            *monitor_only,
-            {"type": "zero_advantage", "enforce": bool(ex.filter_zero_advantage)},
-        ],
+        [*monitor_only, {"type": "zero_advantage", "enforce": bool(ex.filter_zero_advantage)}],
     )
-    put(
-        "post_batch_filters",
-        [*monitor_only, {"type": "zero_advantage", "enforce": False}],
-    )
+    put("post_batch_filters", [*monitor_only, {"type": "zero_advantage", "enforce": False}])
     put("algo", "grpo")
     renderer = dict(cfg.framework.native or {}).get("renderer") or next(
         (r for prefix, r in RENDERERS if str(cfg.model.name).startswith(prefix)), None
@@ -288,10 +263,7 @@ def rl_config(cfg: Any, version: str) -> tuple[dict[str, Any], list[str]]:
         put("slurm_partition", str(cfg.cluster.partition))
     if cfg.cluster.account:
         put("slurm_account", str(cfg.cluster.account))
-    put(
-        "slurm_time",
-        f"{int(cfg.cluster.time_min) // 60:02d}:{int(cfg.cluster.time_min) % 60:02d}:00",
-    )
+    put("slurm_time", f"{int(cfg.cluster.time_min) // 60:02d}:{int(cfg.cluster.time_min) % 60:02d}:00")
     return doc, translation_notes(cfg, version, lay)
 
 
@@ -311,10 +283,7 @@ def train_source(cfg: Any) -> dict[str, Any]:
         "name": str(w.name),
         "env": {
             "taskset": taskset,
-            "agent": {
-                "harness": {"id": spec["harness"]},
-                "runtime": {"type": spec["runtime"]},
-            },
+            "agent": {"harness": {"id": spec["harness"]}, "runtime": {"type": spec["runtime"]}},
         },
     }
 
@@ -375,10 +344,7 @@ def processes(cfg: Any, lay: Layout) -> list[Process]:
         for k in range(lay.dp_local)
     ]
     for n in range(lay.infer_nodes):
-        head, rank_in_replica = (
-            n - n % lay.infer_nodes_per_replica,
-            n % lay.infer_nodes_per_replica,
-        )
+        head, rank_in_replica = n - n % lay.infer_nodes_per_replica, n % lay.infer_nodes_per_replica
         for k in range(lay.dp_local):
             argv = [*UV, "inference", "@", "${CONFIG_DIR}/inference.toml", "--server.host", "0.0.0.0",
                     "--server.port", str(BACKEND_PORT + k), "--data-parallel-size-local", "1", "--api-server-count", "1"]  # fmt: skip
@@ -390,10 +356,7 @@ def processes(cfg: Any, lay: Layout) -> list[Process]:
                 argv += ["--parallel.dp", str(lay.dp), "--data-parallel-rpc-port", str(DP_RPC_PORT),
                          "--vllm-extra", json.dumps(extra, sort_keys=True)]  # fmt: skip
             else:
-                argv += [
-                    "--parallel.dp",
-                    "1",
-                ]  # independent engine per DP rank, balanced by the router
+                argv += ["--parallel.dp", "1"]  # independent engine per DP rank, balanced by the router
             gpus = ",".join(str(g) for g in range(k * lay.tp, (k + 1) * lay.tp))
             procs.append(
                 Process(
@@ -436,15 +399,7 @@ def _source_secrets(cfg: Any) -> list[str]:
 def render_sbatch(cfg: Any, lay: Layout, procs: list[Process], version: str, commit: str) -> str:
     """job.sbatch (runners/slurm.py): prime-rl's node layout, a dry run of prime-rl's own launcher,
     then one srun step per process; no pkill preamble."""
-    dry_run = [
-        *UV,
-        "rl",
-        "@",
-        "${RUN_DIR}/launch/rl.toml",
-        "--output-dir",
-        "${OUTPUT_DIR}",
-        "--dry-run",
-    ]
+    dry_run = [*UV, "rl", "@", "${RUN_DIR}/launch/rl.toml", "--output-dir", "${OUTPUT_DIR}", "--dry-run"]
     return render_steps_sbatch(
         cfg.cluster,
         job_name=job_name(cfg),
@@ -577,27 +532,13 @@ class PrimeRLRunner(Runner):
         with tempfile.TemporaryDirectory(prefix="prime_rl_native_") as tmp:
             path = Path(tmp) / "rl.toml"
             path.write_text(rl_toml)
-            root, python = (
-                os.environ.get("PRIME_RL_DIR"),
-                os.environ.get("PRIME_RL_CONFIGS_PYTHON"),
-            )
+            root, python = os.environ.get("PRIME_RL_DIR"), os.environ.get("PRIME_RL_CONFIGS_PYTHON")
             if root and shutil.which("uv"):
-                argv = [
-                    *UV,
-                    "rl",
-                    "@",
-                    str(path),
-                    "--dry-run",
-                    "--output-dir",
-                    str(Path(tmp) / "out"),
-                ]
+                argv = [*UV, "rl", "@", str(path), "--dry-run", "--output-dir", str(Path(tmp) / "out")]
                 res = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=900)
             elif python:
                 res = subprocess.run(
-                    [python, "-c", _PYDANTIC_CHECK, str(path)],
-                    capture_output=True,
-                    text=True,
-                    timeout=900,
+                    [python, "-c", _PYDANTIC_CHECK, str(path)], capture_output=True, text=True, timeout=900
                 )
             else:
                 return [f"prime-rl (PRIME_RL_DIR checkout or PRIME_RL_CONFIGS_PYTHON) {NOT_INSTALLED}"]

@@ -20,15 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from runners import data_paths, slime_logs
-from runners.base import (
-    NOT_INSTALLED,
-    Build,
-    Launch,
-    ParseResult,
-    Process,
-    Runner,
-    enum_value,
-)
+from runners.base import NOT_INSTALLED, Build, Launch, ParseResult, Process, Runner, enum_value
 from runners.schemas.slime import SCHEMA_FILE, check_values, load_schema, unknown_flags
 from runners.slurm import ray_processes, render_sbatch
 
@@ -84,13 +76,7 @@ MODEL_SPECS: dict[str, dict[str, Any]] = {
                     "extra": [("--allgather-cp", None), ("--make-vocab-size-divisible-by", 16)]},
 }  # fmt: skip
 # ModelConf fields model_flags needs (router_score only for MoE models).
-MODEL_FACTS = (
-    "rope_theta",
-    "rms_norm_eps",
-    "partial_rotary_factor",
-    "qk_norm",
-    "qkv_bias",
-)
+MODEL_FACTS = ("rope_theta", "rms_norm_eps", "partial_rotary_factor", "qk_norm", "qkv_bias")
 
 
 def missing_model_facts(model: Any) -> list[str]:
@@ -142,12 +128,7 @@ def model_flags(model: Any) -> list[tuple[str, Any]]:
               ("--moe-grouped-gemm", None), ("--moe-permute-fusion", None), ("--moe-router-dtype", "fp32"),
               ("--moe-aux-loss-coeff", "0")]  # fmt: skip
         if model.shared_experts:
-            f.append(
-                (
-                    "--moe-shared-expert-intermediate-size",
-                    model.ffn_expert * model.shared_experts,
-                )
-            )
+            f.append(("--moe-shared-expert-intermediate-size", model.ffn_expert * model.shared_experts))
         if model.router_score == "sigmoid":  # DeepSeek-style router with expert bias (GLM)
             f += [("--moe-router-pre-softmax", None), ("--moe-router-enable-expert-bias", None),
                   ("--moe-router-bias-update-rate", "0"), ("--moe-router-load-balancing-type", "seq_aux_loss"),
@@ -225,12 +206,7 @@ def driver_flags(cfg: Any, mode: str) -> list[tuple[str, Any]]:
           ("--global-batch-size", samples // int(w.mini_batches_per_step)),
           ("--seed", exp.seed), ("--rollout-seed", exp.seed)]  # fmt: skip
     if float(exp.oversampling) > 1:
-        f.append(
-            (
-                "--over-sampling-batch-size",
-                math.ceil(int(w.prompts_per_step) * float(exp.oversampling)),
-            )
-        )
+        f.append(("--over-sampling-batch-size", math.ceil(int(w.prompts_per_step) * float(exp.oversampling))))
     if exp.filter_zero_advantage or algorithm == "dapo":
         f.append(("--dynamic-sampling-filter-path", DYNAMIC_FILTER))
     if native.get(
@@ -249,11 +225,7 @@ def driver_flags(cfg: Any, mode: str) -> list[tuple[str, Any]]:
     if not w.std_normalize:
         f.append(("--disable-grpo-std-normalization", None))
     if float(w.kl_coef) > 0:
-        f += [
-            ("--use-kl-loss", None),
-            ("--kl-loss-coef", w.kl_coef),
-            ("--kl-loss-type", "low_var_kl"),
-        ]
+        f += [("--use-kl-loss", None), ("--kl-loss-coef", w.kl_coef), ("--kl-loss-type", "low_var_kl")]
     f += [("--optimizer", "adam"), ("--lr", w.lr), ("--lr-decay-style", "constant"),
           ("--weight-decay", native.get("weight_decay", 0.1)), ("--adam-beta1", "0.9"), ("--adam-beta2", "0.98")]  # fmt: skip
     tr = exp.trainer
