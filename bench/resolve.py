@@ -122,6 +122,8 @@ def placement_of(cfg: Any) -> str:
 
 
 def _pool(gpus: int, gpus_per_node: int) -> Pool:
+    if gpus_per_node < 1:  # a cluster without GPU nodes: validate names cluster.gpus_per_node
+        return Pool(gpus, 0, 0)
     if gpus <= gpus_per_node:
         return Pool(gpus, 1 if gpus > 0 else 0, max(gpus, 0))
     return Pool(gpus, math.ceil(gpus / gpus_per_node), gpus_per_node)
