@@ -331,8 +331,23 @@ def main(argv: list[str]) -> int:
         + (f"; {failure['message']} ({failure['phase']})" if failure else "")
     )
     if result.steps:
-        from bench.metrics import write_metrics
+        return _metrics(args.out, manifest)
+    return 0
 
-        metrics = write_metrics(args.out)
-        print(f"{args.out / 'metrics.json'}: {sum(v is not None for v in metrics.values())} values")
+
+def _metrics(run_dir: Path, manifest: dict[str, Any]) -> int:
+    """metrics.json of the new run; a run whose metrics fail is not `completed` (its manifest says
+    `partial` with the error), exit 1."""
+    from bench.metrics import write_metrics
+
+    try:
+        metrics = write_metrics(run_dir)
+    except Exception as e:  # any failure here is the run's, recorded, not a traceback
+        manifest["status"] = "partial"
+        manifest["failure"] = {"kind": "MetricsError", "message": f"{type(e).__name__}: {e}", "source": None,
+                               "phase": "metrics"}  # fmt: skip
+        write_manifest(RunPaths(run_dir), manifest)
+        print(f"{run_dir}: metrics failed ({type(e).__name__}: {e}); status partial", file=sys.stderr)
+        return 1
+    print(f"{run_dir / 'metrics.json'}: {sum(v is not None for v in metrics.values())} values")
     return 0
