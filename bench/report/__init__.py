@@ -122,6 +122,7 @@ def _ledger(summary, i: int, s):
         s.generated_tokens,
         row.get("gpu_hours"),
         row.get("usd_per_gpu_hour"),
+        s.evidence.get("truncated_tokens"),
     )
 
 

@@ -126,6 +126,11 @@ def _bars_font(n: int) -> float:
     return max(4.0, min(8.0, 260.0 / max(n, 1)))
 
 
+def _note(ax: plt.Axes, text: str) -> None:
+    """A panel with nothing to draw says why, in its middle."""
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
+
+
 def _int_steps(*axes: plt.Axes) -> None:
     """Trainer steps are whole numbers: no 2.5 ticks."""
     for ax in axes:
@@ -297,14 +302,9 @@ def fig_waste(ctx: Ctx) -> plt.Figure:
     )
     a2.set(xlabel="trainer step", ylabel="% of groups", title="zero-advantage groups (all pass or all fail)")
     if n2 == 0:
-        a2.text(
-            0.5,
-            0.5,
-            "no run reports solve_all_frac / solve_none_frac",
-            ha="center",
-            va="center",
-            transform=a2.transAxes,
-        )
+        _note(a2, "no run reports solve_all_frac / solve_none_frac")
+    if n1 == 0:
+        _note(a1, "no run reports discarded or filtered rollouts")
     _int_steps(a1, a2)
     _legend(a1, ctx)
     _legend(a2, ctx)
@@ -404,7 +404,7 @@ def fig_sweep(ctx: Ctx) -> plt.Figure:
     for ax, (col, name, _) in zip(axes[1:], panels, strict=True):
         ax.set(xlabel=key, ylabel=name, title=name)
         if not ax.lines:
-            ax.text(0.5, 0.5, f"{col}: not reported", ha="center", va="center", transform=ax.transAxes)
+            _note(ax, f"{col}: not reported")
     ctx.caption = (
         f"Swept key: {key}. Dotted vertical line: where production reaches consumption "
         f"(ratio ≥ {math.exp(-MATCH_TOLERANCE):.2f}, interpolated). ★: recommended point (lowest $ / M trained "

@@ -122,3 +122,4 @@ def test_waste_ledger_of_each_smoke_run_adds_up_to_its_generated_tokens(smoke_re
         cells = [c for c in block.split("<tr>")[2:] if "of the above" not in c]
         tokens = sum(int(c.split("<td>")[1].split("</td>")[0].replace(",", "")) for c in cells)
         assert tokens == metrics["generated_tokens"], fw
+        assert "of the above: cut at the response cap (truncated)" in block  # smoke caps responses at 8,192
