@@ -176,7 +176,9 @@ def fit_trainer(cfg: Any, r: Any, steady: pd.DataFrame, run: str) -> tuple[list[
     """trainer_mfu and optimizer_s from compute_s = F / rate + optimizer_s; returns the fits and the
     achieved FLOP rate (FLOP/s) the log-prob fit reuses."""
     f, t = step_flops(cfg, steady), steady.compute_s.to_numpy(float)
-    slope, intercept = np.linalg.lstsq(np.c_[f, np.ones_like(f)], t, rcond=None)[0]
+    scale = float(f.mean())  # FLOPs ~1e14: scaled to ~1, or lstsq drops the intercept column as noise
+    slope, intercept = np.linalg.lstsq(np.c_[f / scale, np.ones_like(f)], t, rcond=None)[0]
+    slope /= scale
     note = ""
     if slope <= 0 or intercept < 0:  # noise swamps the token spread: through the origin instead
         slope, intercept = float(f @ t / (f @ f)), 0.0
@@ -211,10 +213,13 @@ def fit_logprob(cfg: Any, steady: pd.DataFrame, rate: float, framework: str, run
 def _decode_time(engine: Any, lengths: np.ndarray, prompt: float, eff: float) -> float:
     """Seconds to decode `lengths` sequences started together on one engine at bandwidth share eff:
     one decode step per position, the batch being the sequences still running (the roofline of
-    costmodel.EngineModel: bytes over bandwidth x eff, or compute when the batch is large)."""
+    costmodel.EngineModel: bytes over bandwidth x eff, or compute when the batch is large). The live
+    context is the emulator's own convention (bench/emulator/loop.py): prompt + half the mean
+    response, so a fitted efficiency means in the emulator what it meant here."""
     pos = np.arange(1, int(lengths.max()) + 1, dtype=float)
     batch = (lengths[None, :] >= pos[:, None]).sum(axis=1).astype(float)
-    mem = replace(engine, compute=math.inf).decode_step_s(batch, prompt + pos)  # at full bandwidth
+    live = prompt + 0.5 * float(lengths.mean())
+    mem = replace(engine, compute=math.inf).decode_step_s(batch, live)  # at full bandwidth
     comp = 2.0 * engine.active_params * batch / engine.compute
     return float(np.maximum(mem / eff, comp).sum())
 
@@ -252,7 +257,9 @@ def fit_decode(cfg: Any, r: Any, steps: pd.DataFrame, resp: list[Fit], rollouts,
         )
         lengths = step_lengths(resp, sigma, n, i / max(n_all - 1, 1), cap, rollouts, int(row.step))
         prompt = float(row.prompt_tokens) / float(row.samples)
-        prefill = float(engine.prefill_s(float(row.prompt_tokens) / r.engines))
+        prefill = float(
+            engine.prefill_s(prompt)
+        )  # the emulator's: one rollout's prefill, a delay before decoding
         cases.append((lengths, prompt, prefill, float(row.gen_s)))
 
     def total(eff: float) -> np.ndarray:
@@ -301,7 +308,7 @@ def fit_env(rollouts: pd.DataFrame, run: str) -> Fit:
         "workload.env_latency_mean_s",
         round(float(per_turn.mean()), 4),
         on,
-        float(per_turn.std() / per_turn.mean()),
+        float(per_turn.std() / per_turn.mean()) if per_turn.mean() > 0 else 0.0,
         "cv",
     )
 

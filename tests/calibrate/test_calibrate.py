@@ -165,3 +165,45 @@ def test_calibration_refuses_keys_outside_emulator_and_workload(tmp_path):
         UsageError, match=r"values.hardware.hbm_tbps: expected an emulator.\* or workload.\* key"
     ):
         compose([f"calibration={bad}"])
+
+
+# An emulated run with known inputs: calibrate must give them back (stated tolerances).
+KNOWN = {
+    "emulator.trainer_mfu": 0.2,
+    "emulator.optimizer_s": 0.3,
+    "emulator.decode_bw_eff": 0.3,
+    "emulator.weight_sync_fixed_s": 0.5,
+    "emulator.logprob_passes": 1,
+    "workload.response_len_mean_frac": 0.3,
+    "workload.response_len_drift": 1.0,
+    "workload.response_len_sigma": 0.7,
+    "workload.prompt_len_mean": 256,
+}
+
+
+def test_calibrate_recovers_the_inputs_of_an_emulated_run(tmp_path):
+    run = tmp_path / "emulated"
+    setup = [
+        "experiment=smoke",
+        "framework=verl",
+        "model=qwen3_0_6b",
+        "experiment.placement=colocated",
+        "experiment.trainer_gpus=1",
+        "experiment.generator_gpus=1",
+        "workload.max_response_len=1024",
+        "workload.max_prompt_len=1024",  # prompts ~256 stay below the cap: the fit takes their mean
+        "workload.prompts_per_step=8",
+        "workload.steps=15",
+    ]
+    assert bench_main(["emulate", *setup, *(f"{k}={v}" for k, v in KNOWN.items()), "--out", str(run)]) == 0
+    assert bench_main(["calibrate", str(run)]) == 0  # an emulated run's manifest holds its whole setup
+    got = {k: v["value"] for k, v in yaml.safe_load((run / "calibration.yaml").read_text())["values"].items()}
+    assert got["emulator.weight_sync_fixed_s"] == pytest.approx(0.5, abs=1e-3)
+    assert got["emulator.logprob_passes"] == 1
+    assert got["emulator.trainer_mfu"] == pytest.approx(0.2, rel=0.05)  # FLOPs at each step's mean length
+    assert got["emulator.optimizer_s"] == pytest.approx(0.3, abs=0.05)
+    assert got["emulator.decode_bw_eff"] == pytest.approx(0.3, rel=0.10)  # quantiles, not the drawn lengths
+    assert got["workload.response_len_mean_frac"] == pytest.approx(0.3, rel=0.10)
+    assert got["workload.response_len_drift"] == pytest.approx(1.0, abs=0.15)
+    assert got["workload.response_len_sigma"] == pytest.approx(0.7, rel=0.15)  # capped lengths left out
+    assert got["workload.prompt_len_mean"] == pytest.approx(256, rel=0.05)
