@@ -86,10 +86,13 @@ def _arch_agrees(arch: dict[str, Any], model: dict[str, Any]) -> list[str]:
     diffs = [
         f"{k} {arch[k]} vs {model[f]}" for k, f in ARCH_FIELDS.items() if k in arch and arch[k] != model[f]
     ]
-    if "ffn" in arch:
-        ffn = model["ffn_dense"] or model["ffn_expert"]
-        if arch["ffn"] != ffn and arch["ffn"] != model["ffn_dense"]:
-            diffs.append(f"ffn {arch['ffn']} vs {ffn}")
+    if arch.get("experts"):  # MoE: the expert FFN and count decide (a dense FFN size may be unused)
+        if arch["experts"] != model["routed_experts"]:
+            diffs.append(f"experts {arch['experts']} vs {model['routed_experts']}")
+        if arch.get("ffn_expert") and arch["ffn_expert"] != model["ffn_expert"]:
+            diffs.append(f"ffn_expert {arch['ffn_expert']} vs {model['ffn_expert']}")
+    elif "ffn" in arch and arch["ffn"] != model["ffn_dense"]:
+        diffs.append(f"ffn {arch['ffn']} vs {model['ffn_dense']}")
     if "params" in arch:
         total = _total_params(model)
         if abs(arch["params"] - total) > PARAMS_TOLERANCE * total:

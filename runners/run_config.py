@@ -130,3 +130,51 @@ def binary_share(head: bytes) -> float:
         return 0.0
     control = sum(b < 9 or 13 < b < 32 for b in head)
     return (control + head.decode("utf-8", "replace").count("\ufffd")) / len(head)
+
+
+HF_CONFIG = re.compile(r"\b(\w+Config) \{\s*$", re.M)
+HF_KEYS = {  # Hugging Face config.json key -> architecture key (FACT_NAMES "architecture")
+    "num_hidden_layers": "layers",
+    "hidden_size": "hidden",
+    "num_attention_heads": "q_heads",
+    "num_key_value_heads": "kv_heads",
+    "head_dim": "head_dim",
+    "intermediate_size": "ffn",
+    "vocab_size": "vocab",
+    "num_experts": "experts",
+    "n_routed_experts": "experts",
+    "moe_intermediate_size": "ffn_expert",
+    "num_experts_per_tok": "top_k",
+    "tie_word_embeddings": "tied_embeddings",
+}
+
+
+def hf_config_architecture(text: str) -> tuple[dict[str, Any], int] | None:
+    """The first Hugging Face config a log prints (`Qwen2Config {` + its JSON, as transformers'
+    repr writes it; verl prints it as 'Model config after override'), as an architecture dict, and
+    its 1-based line. Line prefixes (Ray's `(Worker pid=N)`) are dropped before reading the JSON."""
+    import json
+
+    m = HF_CONFIG.search(text)
+    if not m:
+        return None
+    body, depth = ["{"], 1
+    for line in text[m.end() :].splitlines()[1:]:
+        line = re.sub(r"^(?:\x1b?\[[0-9;]*m)*\([\w.:-]+ pid=\d+[^)]*\)(?:\x1b?\[[0-9;]*m)* ?", "", line)
+        body.append(line)
+        depth += line.count("{") - line.count("}")
+        if depth <= 0:
+            break
+    try:
+        cfg = json.loads("\n".join(body))
+    except json.JSONDecodeError:
+        return None
+    arch = {new: cfg[old] for old, new in HF_KEYS.items() if cfg.get(old) is not None}
+    if "head_dim" not in arch and arch.get("hidden") and arch.get("q_heads"):
+        arch["head_dim"] = arch["hidden"] // arch["q_heads"]
+    names = cfg.get("architectures") or []
+    if names:
+        arch["class"] = names[0]
+    if not arch.get("experts"):
+        arch.pop("ffn_expert", None), arch.pop("top_k", None)
+    return (arch, line_at(text, m.start())) if "layers" in arch and "hidden" in arch else None

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from runners.config_tree import Tree, from_overrides, from_pprint_dump, from_yaml
-from runners.run_config import Facts, head_text, positive_int, put, source, text_files
+from runners.run_config import Facts, head_text, hf_config_architecture, positive_int, put, source, text_files
 
 PARAMS_LINE = re.compile(r"(\w+For\w+) contains ([\d.]+)([KMBT]) parameters")
 ON_POLICY_LAG = {"sync": 0, "one_step_off": 1}  # policy versions a sample lags in these modes
@@ -133,6 +133,12 @@ def read(log_dir: Path | str, run_info: dict[str, Any] | None = None) -> Facts:
 
 
 def _architecture(log_dir: Path) -> tuple[dict[str, Any], str] | None:
+    """The model config verl prints ('Model config after override: Qwen2Config {...}'), else its
+    parameter-count line (the only architecture line some versions print)."""
+    for path in text_files(log_dir):
+        hf = hf_config_architecture(head_text(path, 8 << 20))
+        if hf:
+            return hf[0], source(log_dir, path, hf[1])
     for path in text_files(log_dir):
         text = head_text(path, 8 << 20)
         m = PARAMS_LINE.search(text)

@@ -85,3 +85,43 @@ def test_prime_per_process_json_configs(tmp_path):
     assert got["prompts_per_step"] == (32, "configs/orchestrator.json:2 (batch_size / group_size)")
     assert got["max_response_len"] == (2048, "configs/orchestrator.json:5")
     assert got["total_steps"] == (50, "configs/orchestrator.json:4")
+
+
+QWEN2_CONFIG = """\
+(WorkerDict pid=5120) Model config after override: Qwen2Config {
+(WorkerDict pid=5120)   "architectures": [
+(WorkerDict pid=5120)     "Qwen2ForCausalLM"
+(WorkerDict pid=5120)   ],
+(WorkerDict pid=5120)   "attention_dropout": 0.0,
+(WorkerDict pid=5120)   "eos_token_id": 151643,
+(WorkerDict pid=5120)   "hidden_act": "silu",
+(WorkerDict pid=5120)   "hidden_size": 3584,
+(WorkerDict pid=5120)   "intermediate_size": 18944,
+(WorkerDict pid=5120)   "max_position_embeddings": 4096,
+(WorkerDict pid=5120)   "model_type": "qwen2",
+(WorkerDict pid=5120)   "num_attention_heads": 28,
+(WorkerDict pid=5120)   "num_hidden_layers": 28,
+(WorkerDict pid=5120)   "num_key_value_heads": 4,
+(WorkerDict pid=5120)   "rope_theta": 10000,
+(WorkerDict pid=5120)   "tie_word_embeddings": false,
+(WorkerDict pid=5120)   "vocab_size": 152064
+(WorkerDict pid=5120) }
+(WorkerDict pid=5120)
+(WorkerDict pid=5120) Qwen2ForCausalLM contains 7.62B parameters
+"""
+
+
+def test_verl_model_config_print_gives_the_full_architecture(tmp_path):
+    """Versions that print the model config ('Model config after override: Qwen2Config {...}',
+    transformers' repr) give every field: matched exactly, no parameter-count tolerance needed."""
+    from bench.infer import match_model
+
+    (tmp_path / "run.log").write_text("starting\n" + QWEN2_CONFIG)
+    facts = verl_config.read(tmp_path)
+    arch = facts["architecture"]
+    assert arch.source == "run.log:2"
+    assert arch.value == {
+        "layers": 28, "hidden": 3584, "q_heads": 28, "kv_heads": 4, "head_dim": 128, "ffn": 18944,
+        "vocab": 152064, "tied_embeddings": False, "class": "Qwen2ForCausalLM",
+    }  # fmt: skip
+    assert match_model(facts)[0] == "qwen2_5_7b"

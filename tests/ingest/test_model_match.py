@@ -52,3 +52,12 @@ def test_a_path_naming_a_conf_model_is_evidence_when_no_architecture_is_logged()
     name, model, evidence, src = match_model({"model_path": Fact("/root/opd-bench/models/student", "x:1")})
     assert (name, model, src) == (None, None, None)
     assert evidence == "model unknown: the logs print no architecture; pass model=<conf/model name>"
+
+
+def test_moe_matches_on_its_experts_not_the_unused_dense_ffn():
+    """Qwen3-30B-A3B as Megatron's argument dump prints it (ffn_hidden_size 6144 is set but every
+    layer is MoE: 128 experts of 768, top-8)."""
+    arch = dict(layers=48, hidden=2048, q_heads=32, kv_heads=4, head_dim=128, ffn=6144, vocab=151936,
+                experts=128, ffn_expert=768, top_k=8)  # fmt: skip
+    assert match_model(_arch(**arch))[0] == "qwen3_30b_a3b"
+    assert match_model(_arch(**{**arch, "experts": 64}))[0] is None
