@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bench.__main__ import main as bench_main
 from tests.calibrate.test_calibrate import VERL_SETUP, parsed_run
@@ -81,3 +82,17 @@ def test_no_trace_and_existing_out_are_refused(tmp_path, capsys):
     (out / "x").write_text("")
     assert bench_main(["predict", str(run), "framework=verl", "--out", str(out)]) == 2
     assert "already exists" in capsys.readouterr().err
+
+
+def test_a_given_calibration_file_is_used_and_recorded(verl_run, tmp_path):
+    cal = tmp_path / "verl.yaml"
+    assert bench_main(["calibrate", str(verl_run), "--out", str(cal), *SETUP]) == 0
+    out = tmp_path / "slime"
+    args = ["predict", str(verl_run), "framework=slime", f"calibration={cal}", *SETUP, "--out", str(out)]
+    assert bench_main(args) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["predicted_from"]["calibration"] == str(cal.resolve())
+    assert not (out / "calibration.yaml").exists()  # nothing fitted: the given file is the calibration
+    fitted = {k: v["value"] for k, v in yaml.safe_load(cal.read_text())["values"].items()}
+    assert m["config"]["emulator"]["decode_bw_eff"] == fitted["emulator.decode_bw_eff"]
+    assert m["config"]["emulator"]["trainer_mfu"] == fitted["emulator.trainer_mfu"]
