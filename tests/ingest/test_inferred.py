@@ -353,3 +353,17 @@ def test_runs_the_suite_launches_carry_the_same_inferred_block(verl_run):
         64,
         1,
     )
+
+
+def test_hardware_from_the_suite_manifest_of_the_run_the_logs_belong_to(tmp_path_factory, opd_results):
+    """Logs under a suite run directory (<run>/logs): the run's own manifest names its hardware."""
+    run_dir = tmp_path_factory.mktemp("suite_run")
+    (run_dir / "manifest.json").write_text(json.dumps({"config": {"hardware": {"name": "H100-SXM"}}}))
+    (run_dir / "logs").mkdir()
+    for f in (opd_results / "verl").iterdir():
+        os.symlink(f, run_dir / "logs" / f.name)
+    out = _run(tmp_path_factory, "verl", run_dir / "logs")
+    assert read_manifest(RunPaths(out))["inferred"]["hardware"] == {
+        "value": "h100_sxm",
+        "source": str(run_dir / "manifest.json"),
+    }
