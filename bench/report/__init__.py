@@ -128,8 +128,7 @@ def _ledger(summary, i: int, s):
 
 def _sweep_text(summary) -> list[str]:
     """Per framework of a sweep: where production reaches consumption and the recommended point."""
-    from bench.report.figures import sweep_key
-    from bench.report.sweep import crossing, points, recommend
+    from bench.report.sweep import crossing, points, recommend, sweep_key
 
     df = summary.dropna(subset=["sweep_value"])
     df = df[df.groupby("framework")["sweep_value"].transform("nunique") >= 2]

@@ -350,11 +350,6 @@ def fig_cost(ctx: Ctx) -> plt.Figure:
     return fig
 
 
-def sweep_key(summary: pd.DataFrame) -> str:
-    """The first swept key's short name ('generator_gpus'), from the summary's sweep labels."""
-    return summary["sweep"].iloc[0].split(",")[0].split("=")[0]
-
-
 def _band(
     ax: plt.Axes, pts: pd.DataFrame, col: str, scale: float, color, ls: str = "-", label: str = ""
 ) -> None:
@@ -366,7 +361,7 @@ def _band(
 
 
 def fig_sweep(ctx: Ctx) -> plt.Figure:
-    from bench.report.sweep import crossing, points, recommend
+    from bench.report.sweep import crossing, points, recommend, sweep_key
 
     df = ctx.summary.dropna(subset=["sweep_value"])
     df = df[df.groupby("framework")["sweep_value"].transform("nunique") >= 2]

@@ -27,6 +27,11 @@ def points(group: pd.DataFrame) -> pd.DataFrame:
     return agg.reset_index()
 
 
+def sweep_key(summary: pd.DataFrame) -> str:
+    """The first swept key's short name ('generator_gpus'), from the summary's sweep labels."""
+    return summary["sweep"].iloc[0].split(",")[0].split("=")[0]
+
+
 def crossing(pts: pd.DataFrame) -> float | None:
     """Swept value where production first reaches MEET × consumption, linearly interpolated
     between the two points around it; None when no point reaches it (or the first already does:

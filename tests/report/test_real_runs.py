@@ -123,3 +123,24 @@ def test_waste_ledger_of_each_smoke_run_adds_up_to_its_generated_tokens(smoke_re
         tokens = sum(int(c.split("<td>")[1].split("</td>")[0].replace(",", "")) for c in cells)
         assert tokens == metrics["generated_tokens"], fw
         assert "of the above: cut at the response cap (truncated)" in block  # smoke caps responses at 8,192
+
+
+def test_opd_runs_get_their_verdicts_from_the_measured_step_times(opd_report):
+    """Real 2 x H100 logs: verl (colocated) loses a third of each step to weight sync, slime (colocated)
+    waits on generation 86% of the step, prime_rl (disaggregated) syncs ~40% of the step."""
+    import pandas as pd
+
+    md = (opd_report / "report" / "summary.md").read_text()
+    verdicts = md.split("## Verdicts", 1)[1].split("\n## ", 1)[0]
+    want = {"verl": "sync-bound", "slime": "generator-bound", "prime_rl": "sync-bound"}
+    for fw, label in want.items():
+        metrics = json.loads((opd_report / "results" / fw / "metrics.json").read_text())
+        steps = pd.read_parquet(opd_report / "results" / fw / "trace" / "steps.parquet")
+        w = metrics["window"]
+        steady = steps[steps["step"].between(w["first_step"], w["last_step"])]
+        line = next(x for x in verdicts.splitlines() if x.startswith(f"- **{fw}**"))
+        assert f"**{label}**" in line, line
+        assert f"trainer idle {100 * metrics['trainer_idle_frac']:.1f}%" in line, line
+        if steady["sync_s"].notna().all():
+            assert f"weight sync {100 * steady['sync_s'].sum() / steady['step_s'].sum():.1f}%" in line, line
+    assert "generator idle" not in next(x for x in verdicts.splitlines() if x.startswith("- **verl**"))
