@@ -179,25 +179,43 @@ def calibrate(run_dir: Path, given: list[str] = ()) -> tuple[list[Fit], list[Fal
             f"{run_dir}: the run's configuration does not say {', '.join(k.split('=')[0] for k in lacking)} "
             f"(manifest inferred/config); pass {' '.join(lacking)}"
         )
-    r = Resolved.from_config(cfg)
     fw, run = str(manifest.get("framework")), str(Path(run_dir))
+    fits, falls = fit_all(cfg, Resolved.from_config(cfg), steps, rollouts, fw, run)
+    header = {
+        "run": str(Path(run_dir).resolve()),
+        "framework": fw,
+        "mode": manifest.get("mode"),
+        "setup": known,
+        "steady_steps": f"{len(steps) - 1} (every step after the first)",
+        "unexplained": unexplained(steps.iloc[1:]),
+    }
+    return fits, falls, header
+
+
+def fit_all(
+    cfg: Any, r: Any, steps: pd.DataFrame, rollouts: pd.DataFrame | None, fw: str, run: str
+) -> tuple[list[Fit], list[Fallback]]:
+    """Each fit the trace's columns support; every other input named with its default and why."""
+    from omegaconf import OmegaConf
+
     steady = steps.iloc[1:]
     fits: list[Fit] = []
     falls: list[Fallback] = []
 
     def fallback(keys: list[str], why: str) -> None:
-        from omegaconf import OmegaConf
-
-        falls.extend(
-            Fallback(k, OmegaConf.to_container(OmegaConf.create({"v": OmegaConf.select(cfg, k)}))["v"], why)
-            for k in keys
-        )
+        for k in keys:  # the composed value: conf/emulator or conf/workload's documented default
+            falls.append(
+                Fallback(
+                    k, OmegaConf.to_container(OmegaConf.create({"v": OmegaConf.select(cfg, k)}))["v"], why
+                )
+            )
 
     enough = len(steady) >= MIN_STEADY
-    cap = int(cfg.workload.max_response_len)
     resp: list[Fit] = []
     try:
-        resp = fit_response(steps, rollouts, cap, float(cfg.workload.response_len_sigma), run)
+        resp = fit_response(
+            steps, rollouts, int(cfg.workload.max_response_len), float(cfg.workload.response_len_sigma), run
+        )
         fits += resp
         if not any(f.key.endswith("sigma") for f in resp):
             fallback(
@@ -246,15 +264,7 @@ def calibrate(run_dir: Path, given: list[str] = ()) -> tuple[list[Fit], list[Fal
         ["emulator.prefill_mfu", "emulator.weight_sync_eff"],
         "not separable from the logged times (a default by design)",
     )
-    header = {
-        "run": str(Path(run_dir).resolve()),
-        "framework": fw,
-        "mode": manifest.get("mode"),
-        "setup": known,
-        "steady_steps": f"{len(steady)} (every step after the first)",
-        "unexplained": unexplained(steady),
-    }
-    return fits, falls, header
+    return fits, falls
 
 
 def unexplained(steady: pd.DataFrame) -> dict[str, Any]:

@@ -162,19 +162,10 @@ def _number(d: dict, key: str, where: str, required: bool = False) -> float | No
     return float(d[key])
 
 
-def parse_case(raw: Any, path: Path) -> Case:
-    """Validate one YAML document into a Case; every error names the file and key."""
-    where = str(path)
-    if not isinstance(raw, dict):
-        raise SpecError(f"{where}: expected a mapping at the top level")
-    unknown = set(raw) - _CASE_KEYS
-    if unknown:
-        raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected {sorted(_CASE_KEYS)}")
-    ours = _need(raw, "ours", where, str)
-    if ours not in OURS_KINDS:
-        raise SpecError(f"{where}: ours={ours!r}; expected one of {OURS_KINDS}")
+def _parse_inputs(raw_inputs: dict[str, Any], where: str) -> dict[str, Input]:
+    """`inputs:` of a case: a number, or {value, unit, source, kind, figure, key}."""
     inputs = {}
-    for name, val in (raw.get("inputs") or {}).items():
+    for name, val in raw_inputs.items():
         w = f"{where}: inputs.{name}"
         if isinstance(val, int | float) and not isinstance(val, bool):
             val = {"value": val}
@@ -197,6 +188,21 @@ def parse_case(raw: Any, path: Path) -> Case:
             kind=kind,
             key=str(val.get("key", "")),
         )
+    return inputs
+
+
+def parse_case(raw: Any, path: Path) -> Case:
+    """Validate one YAML document into a Case; every error names the file and key."""
+    where = str(path)
+    if not isinstance(raw, dict):
+        raise SpecError(f"{where}: expected a mapping at the top level")
+    unknown = set(raw) - _CASE_KEYS
+    if unknown:
+        raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected {sorted(_CASE_KEYS)}")
+    ours = _need(raw, "ours", where, str)
+    if ours not in OURS_KINDS:
+        raise SpecError(f"{where}: ours={ours!r}; expected one of {OURS_KINDS}")
+    inputs = _parse_inputs(raw.get("inputs") or {}, where)
     figures, seen = [], set()
     for i, f in enumerate(_need(raw, "figures", where, list)):
         w = f"{where}: figures[{i}]"
