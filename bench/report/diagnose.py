@@ -196,16 +196,14 @@ def _trainer_cause(m: Mapping[str, Any], res: Resources) -> str:
 
 
 def _trainer_action(m: Mapping[str, Any], res: Resources) -> str:
-    prod, cons = _num(m, "production_samples_per_s"), _num(m, "consumption_samples_per_s")
+    """Trainer-bound: more trainer capacity; the generators' idle share sizes the shift."""
     g_idle = _num(m, "generator_idle_frac") or 0.0
-    if res.trainer_gpus and res.generator_gpus and g_idle > 0:
+    if res.trainer_gpus and res.generator_gpus:
         spare = math.floor(res.generator_gpus * g_idle)
         return (
             f"move GPUs to training: about {spare} of {res.generator_gpus} generator GPUs' time is idle; "
-            "or raise the in-flight cap if the staleness budget allows"
+            "or cut trainer time per sample (fewer log-prob passes, larger micro-batches)"
         )
-    if prod and cons:
-        return "move GPUs to training, or raise the in-flight cap if the staleness budget allows"
     return "move GPUs to training (GPU counts not recorded, so no target is computed)"
 
 
