@@ -133,45 +133,8 @@ def translate(cfg: Any, mode: str) -> tuple[list[str], list[str]]:
         ]
     elif algo == "dapo":
         o.append("actor_rollout_ref.actor.clip_ratio_high=0.28")
-    tr = exp.trainer
-    if megatron:
-        for role in ("actor", "ref"):
-            o += [
-                f"actor_rollout_ref.{role}.megatron.tensor_model_parallel_size={int(tr.tp)}",
-                f"actor_rollout_ref.{role}.megatron.pipeline_model_parallel_size={int(tr.pp)}",
-                f"actor_rollout_ref.{role}.megatron.context_parallel_size={int(tr.cp)}",
-                f"actor_rollout_ref.{role}.megatron.expert_model_parallel_size={int(tr.ep)}",
-            ]
-        o += [
-            f"actor_rollout_ref.actor.megatron.param_offload={_b(tr.offload_params)}",
-            f"actor_rollout_ref.actor.megatron.optimizer_offload={_b(tr.offload_optimizer)}",
-        ]
-    else:
-        o += [
-            "actor_rollout_ref.actor.fsdp_config.strategy=fsdp2",
-            f"actor_rollout_ref.actor.fsdp_config.param_offload={_b(tr.offload_params)}",
-            f"actor_rollout_ref.actor.fsdp_config.optimizer_offload={_b(tr.offload_optimizer)}",
-        ]
-        if tr.tp > 1 or tr.pp > 1 or tr.ep > 1:
-            notes.append("experiment.trainer tp/pp/ep are ignored with FSDP sharding")
-    gen = exp.generator
-    o += [
-        "actor_rollout_ref.rollout.name=vllm",
-        f"actor_rollout_ref.rollout.n={int(wl.group_size)}",
-        f"actor_rollout_ref.rollout.temperature={float(wl.temperature)}",
-        f"actor_rollout_ref.rollout.tensor_model_parallel_size={int(gen.tp)}",
-        f"actor_rollout_ref.rollout.expert_parallel_size={int(gen.ep)}",
-        f"actor_rollout_ref.rollout.data_parallel_size={int(gen.dp)}",
-        f"actor_rollout_ref.rollout.gpu_memory_utilization={float(gen.gpu_memory_utilization)}",
-        f"actor_rollout_ref.rollout.max_num_seqs={int(gen.max_concurrency)}",
-    ]
-    if float(gen.dtype_bytes) == 1.0:
-        o.append("actor_rollout_ref.rollout.quantization=fp8")
-    if float(exp.oversampling) > 1.0:
-        o.append(f"actor_rollout_ref.rollout.over_sample_rate={round(1 - 1 / float(exp.oversampling), 6)}")
-        notes.append("oversampling maps to verl's tail cutting (over_sample_rate), not to extra prompts")
-    if exp.filter_zero_advantage:
-        o += ["algorithm.filter_groups.enable=True", "algorithm.filter_groups.metric=reward"]
+    o += _trainer_overrides(exp.trainer, megatron, notes)
+    o += _rollout_overrides(cfg, notes)
     o += _mode_overrides(cfg, mode, lay, mini, notes)
     o += [
         f"trainer.nnodes={lay['trainer_nnodes']}",
@@ -196,6 +159,55 @@ def translate(cfg: Any, mode: str) -> tuple[list[str], list[str]]:
         )
     o += [str(x) for x in native.get("overrides", [])]
     return o, notes
+
+
+def _trainer_overrides(tr: Any, megatron: bool, notes: list[str]) -> list[str]:
+    """The actor's sharding: Megatron parallel sizes (actor and reference model) or FSDP2."""
+    o: list[str] = []
+    if megatron:
+        for role in ("actor", "ref"):
+            o += [
+                f"actor_rollout_ref.{role}.megatron.tensor_model_parallel_size={int(tr.tp)}",
+                f"actor_rollout_ref.{role}.megatron.pipeline_model_parallel_size={int(tr.pp)}",
+                f"actor_rollout_ref.{role}.megatron.context_parallel_size={int(tr.cp)}",
+                f"actor_rollout_ref.{role}.megatron.expert_model_parallel_size={int(tr.ep)}",
+            ]
+        o += [
+            f"actor_rollout_ref.actor.megatron.param_offload={_b(tr.offload_params)}",
+            f"actor_rollout_ref.actor.megatron.optimizer_offload={_b(tr.offload_optimizer)}",
+        ]
+    else:
+        o += [
+            "actor_rollout_ref.actor.fsdp_config.strategy=fsdp2",
+            f"actor_rollout_ref.actor.fsdp_config.param_offload={_b(tr.offload_params)}",
+            f"actor_rollout_ref.actor.fsdp_config.optimizer_offload={_b(tr.offload_optimizer)}",
+        ]
+        if tr.tp > 1 or tr.pp > 1 or tr.ep > 1:
+            notes.append("experiment.trainer tp/pp/ep are ignored with FSDP sharding")
+    return o
+
+
+def _rollout_overrides(cfg: Any, notes: list[str]) -> list[str]:
+    """The vLLM engines: sampling, engine parallelism and memory, FP8, tail cutting, group filter."""
+    wl, exp, gen = cfg.workload, cfg.experiment, cfg.experiment.generator
+    o = [
+        "actor_rollout_ref.rollout.name=vllm",
+        f"actor_rollout_ref.rollout.n={int(wl.group_size)}",
+        f"actor_rollout_ref.rollout.temperature={float(wl.temperature)}",
+        f"actor_rollout_ref.rollout.tensor_model_parallel_size={int(gen.tp)}",
+        f"actor_rollout_ref.rollout.expert_parallel_size={int(gen.ep)}",
+        f"actor_rollout_ref.rollout.data_parallel_size={int(gen.dp)}",
+        f"actor_rollout_ref.rollout.gpu_memory_utilization={float(gen.gpu_memory_utilization)}",
+        f"actor_rollout_ref.rollout.max_num_seqs={int(gen.max_concurrency)}",
+    ]
+    if float(gen.dtype_bytes) == 1.0:
+        o.append("actor_rollout_ref.rollout.quantization=fp8")
+    if float(exp.oversampling) > 1.0:
+        o.append(f"actor_rollout_ref.rollout.over_sample_rate={round(1 - 1 / float(exp.oversampling), 6)}")
+        notes.append("oversampling maps to verl's tail cutting (over_sample_rate), not to extra prompts")
+    if exp.filter_zero_advantage:
+        o += ["algorithm.filter_groups.enable=True", "algorithm.filter_groups.metric=reward"]
+    return o
 
 
 def _mode_overrides(cfg: Any, mode: str, lay: dict[str, int], mini: int, notes: list[str]) -> list[str]:
