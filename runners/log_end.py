@@ -8,7 +8,9 @@ death, the NCCL watchdog's collective timeout), or a line of the scheduler or sh
 `*** JOB 12 ON n1 CANCELLED AT ...`, a bare `Killed`). A log whose last line is cut off (no final
 newline, or a zero-filled block a crash left behind) is truncated.
 
-Only the tail of each file is read (TAIL_BYTES): a fatal error is the last thing a process prints.
+Only the tail of each file is read (TAIL_BYTES): a fatal error is the last thing a process prints;
+one followed by a step record (verl `step:N - `, prime-rl `Step N |`, slime `perf N: {`) or by more
+than FATAL_TAIL_LINES lines was survived.
 Ray prefixes (`(TaskRunner pid=N)`) and colour codes are stripped before matching.
 """
 
@@ -21,6 +23,12 @@ from pathlib import Path
 from runners.run_config import source
 
 TAIL_BYTES = 256 << 10
+# A fatal error is among the last lines a process prints (Ray's detail lines, its job-failed banner,
+# shutdown notices follow it). One followed by a step record, or by much more output, was survived
+# (a retried request, a warning printed with its traceback) and does not end the run.
+FATAL_TAIL_LINES = 200
+# step records of verl (`step:N - `), prime-rl (`Step N |`), slime/Miles (`perf N: {` records)
+STEP_RECORD = re.compile(r"\bstep:\d+ - |\bStep \d+ \||\bperf \d+: \{")
 TRACEBACK_DETAIL_LINES = 30  # Ray prints the actor's class, id, pid and exit detail under the error
 # Ray's `(TaskRunner pid=N)` and torchrun's `[trainer0]:` / `[default0]:` line prefixes
 PREFIX = re.compile(
@@ -121,6 +129,12 @@ def last_failure(lines: list[str]) -> tuple[int, str, str] | None:
     return found
 
 
+def _survived(after: list[str]) -> bool:
+    """Whether the lines after an error show the run went on (a step record, or long output)."""
+    rest = [ln for ln in after if ln.strip()]
+    return len(rest) > FATAL_TAIL_LINES or any(STEP_RECORD.search(ln) for ln in rest)
+
+
 def scan(log_dir: Path, files: list[Path]) -> LogEnd:
     """The failures and cut-off files among `files` (text logs under log_dir)."""
     end = LogEnd()
@@ -132,7 +146,7 @@ def scan(log_dir: Path, files: list[Path]) -> LogEnd:
         if cut_off:
             end.cut_files.append(source(log_dir, path, None))
         hit = last_failure(lines)
-        if hit:
+        if hit and not _survived(lines[hit[0] + 1 :]):
             i, kind, line = hit
             end.failures.append(Failure(kind, line, source(log_dir, path, first + i)))
     return end

@@ -224,3 +224,17 @@ def test_nul_blocks_crlf_and_a_binary_file_still_parse_every_step(tmp_path, opd_
         in m["skipped_files"]
     )
     assert m["inferred"]["group_size"]["value"] == 16 and m["inferred"]["prompts_per_step"]["value"] == 8
+
+
+def test_an_error_the_run_survived_is_not_its_end(tmp_path, opd_results):
+    """A traceback in the middle of the log (a request retried, a warning with its traceback),
+    followed by more steps: no failure, the run completed."""
+    text = (
+        _verl_until(opd_results, 5)
+        + VALUE_ERROR
+        + (opd_results / "verl" / "run.log")
+        .read_text()[len(_verl_until(opd_results, 5)) :]
+        .split("(TaskRunnerV1 pid=41131) Traceback")[0]
+    )
+    m, steps = _ingest("verl", _verl_logs(tmp_path, opd_results, text), tmp_path / "r")
+    assert (m["status"], m["failure"], len(steps)) == ("completed", None, 15)
