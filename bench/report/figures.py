@@ -238,6 +238,8 @@ def fig_idle(ctx: Ctx) -> plt.Figure:
         ylim=(0, 1.02),
     )
     a2.set(xlabel="trainer step", title="generator idle (1 − gen_s ÷ step_s; disaggregated runs only)")
+    if n2 == 0:
+        _note(a2, "no disaggregated run reports gen_s")
     _int_steps(a1, a2)
     _legend(a1, ctx)
     _legend(a2, ctx)
