@@ -228,7 +228,20 @@ def driver_flags(cfg: Any, mode: str) -> list[tuple[str, Any]]:
         f += [("--use-kl-loss", None), ("--kl-loss-coef", w.kl_coef), ("--kl-loss-type", "low_var_kl")]
     f += [("--optimizer", "adam"), ("--lr", w.lr), ("--lr-decay-style", "constant"),
           ("--weight-decay", native.get("weight_decay", 0.1)), ("--adam-beta1", "0.9"), ("--adam-beta2", "0.98")]  # fmt: skip
-    tr = exp.trainer
+    f += _megatron_flags(exp.trainer) + _sglang_flags(exp.generator)
+    if native.get("wandb"):
+        # Offline: local metric capture never needs the network; slime requires a group name.
+        f += [("--use-wandb", None), ("--wandb-mode", "offline"), ("--wandb-project", native.get("wandb_project", "rl-bench")),
+              ("--wandb-group", f"{exp.name}-{cfg.framework.name}"), ("--wandb-dir", "{run_dir}/logs/wandb")]  # fmt: skip
+    for item in native.get("extra_args") or []:
+        flag, _, value = str(item).partition(" ")
+        f.append((flag, value or None))
+    return f
+
+
+def _megatron_flags(tr: Any) -> list[tuple[str, Any]]:
+    """The trainer's Megatron flags: CPU Adam, parallel sizes, full recompute, dynamic batching."""
+    f: list[tuple[str, Any]] = []
     if tr.offload_optimizer:
         f += [("--optimizer-cpu-offload", None), ("--overlap-cpu-optimizer-d2h-h2d", None),
               ("--use-precision-aware-optimizer", None)]  # fmt: skip
@@ -241,7 +254,12 @@ def driver_flags(cfg: Any, mode: str) -> list[tuple[str, Any]]:
           ("--use-dynamic-batch-size", None), ("--max-tokens-per-gpu", tr.micro_batch_tokens),
           ("--attention-dropout", "0.0"), ("--hidden-dropout", "0.0"), ("--accumulate-allreduce-grads-in-fp32", None),
           ("--attention-softmax-in-fp32", None), ("--attention-backend", "flash")]  # fmt: skip
-    gen = exp.generator
+    return f
+
+
+def _sglang_flags(gen: Any) -> list[tuple[str, Any]]:
+    """The SGLang engines' flags: memory fraction, in-flight cap, EP, DP attention, FP8 KV cache."""
+    f: list[tuple[str, Any]] = []
     f += [("--sglang-mem-fraction-static", gen.gpu_memory_utilization),
           ("--sglang-server-concurrency", gen.max_concurrency)]  # fmt: skip
     if int(gen.ep) > 1:
@@ -250,13 +268,6 @@ def driver_flags(cfg: Any, mode: str) -> list[tuple[str, Any]]:
         f += [("--sglang-enable-dp-attention", None), ("--sglang-dp-size", gen.dp)]
     if float(gen.kv_dtype_bytes) == 1.0:
         f.append(("--sglang-kv-cache-dtype", "fp8_e4m3"))
-    if native.get("wandb"):
-        # Offline: local metric capture never needs the network; slime requires a group name.
-        f += [("--use-wandb", None), ("--wandb-mode", "offline"), ("--wandb-project", native.get("wandb_project", "rl-bench")),
-              ("--wandb-group", f"{exp.name}-{cfg.framework.name}"), ("--wandb-dir", "{run_dir}/logs/wandb")]  # fmt: skip
-    for item in native.get("extra_args") or []:
-        flag, _, value = str(item).partition(" ")
-        f.append((flag, value or None))
     return f
 
 
