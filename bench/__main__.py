@@ -17,6 +17,7 @@ COMMANDS = {
     "status": ("bench.launch:status_main", "state of each job of an experiment"),
     "validate": ("bench.validate:main", "pre-flight checks of an experiment"),
     "prepare": ("bench.prepare:main", "datasets and model weights onto the site's shared filesystem"),
+    "inspect": ("bench.inspect:main", "pre-flight of a site: partition, account, runtime, storage, data"),
     "render": ("bench.render:main", "write a framework's native launch"),
     "ingest": ("bench.ingest:main", "native logs -> trace + metrics.json"),
     "metrics": ("bench.metrics:main", "recompute a run directory's metrics.json"),

@@ -45,7 +45,7 @@ def test_example_site_sbatch_has_account_partition_and_pyxis_container():
     assert p["additional_parameters"] == {
         "signal": "B:USR2@90",  # to the batch shell, which exec's the job: submitit's checkpoint
         "container-image": "verlai/verl:vllm011.latest",  # from conf/framework/verl.yaml
-        "container-mounts": "/shared/models:/models",
+        "container-mounts": "/shared:/shared",
     }
     assert p["setup"][0] == "source /etc/profile.d/modules.sh"
     assert p["setup"][-1].startswith("exec ") and p["setup"][-1].endswith(
@@ -58,7 +58,7 @@ def test_apptainer_site_runs_the_job_python_inside_the_image():
         ["experiment=smoke", "cluster=example_site", "framework=slime", "cluster.container.kind=apptainer",
          "cluster.container.image=/images/slime.sif"]
     )  # fmt: skip
-    assert python_command(cfg) == "apptainer exec --nv --bind /shared/models:/models /images/slime.sif python"
+    assert python_command(cfg) == "apptainer exec --nv --bind /shared:/shared /images/slime.sif python"
     assert "container-image" not in sbatch_params(cfg, 2, "x", "/f")["additional_parameters"]
 
 

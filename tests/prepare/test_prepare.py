@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.prepare.conftest import DATASET_COMMIT, MODEL_COMMIT
+from tests.prepare.hub import DATASET_COMMIT, MODEL_COMMIT
 
 DATA = "BytedTsinghua-SIA__DAPO-Math-17k"
 
