@@ -149,6 +149,13 @@ def main(argv: list[str] | None = None) -> int:
     if problems:
         print("pre-flight problems (nothing submitted):\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2
+    native = [p for p in plans if p.cfg.mode == "native"]
+    if native and not args.dry_run:  # the site itself (bench inspect): partition, account, runtime, storage, data
+        from bench.inspect import failures
+
+        if failed := failures(native):
+            print("bench inspect failed (nothing submitted):\n  " + "\n  ".join(failed), file=sys.stderr)
+            return 2
     from bench.submit import submit
 
     runs = submit(plans, dry_run=args.dry_run)

@@ -17,6 +17,7 @@ import pytest
 
 from bench import launch, monitor
 from bench.trace import read_gpu
+from tests.prepare.hub import make_hub, run_prepare
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -87,6 +88,9 @@ def test_ray_bootstrap_spans_the_nodes_before_the_driver_starts(
     monkeypatch.setenv("RAY_NODE_IP_TEMPLATE", "127.0.0.1{rank}")  # one loopback address per node
     monkeypatch.setenv("RAY_READY_POLL_S", "1")
     monkeypatch.setenv("RAY_READY_TIMEOUT_S", "120")
+    # bench run mode=native inspects the site first: the dataset and model must be prepared
+    hub = make_hub(tmp_path)
+    assert run_prepare(hub, "experiment=smoke", "cluster=testbed", f"framework={framework}").returncode == 0
     rc = launch.main(
         [
             "experiment=smoke",
@@ -94,6 +98,7 @@ def test_ray_bootstrap_spans_the_nodes_before_the_driver_starts(
             f"framework={framework}",
             "mode=native",
             f"results_dir={results}",
+            *hub["site"],
         ]
     )
     assert rc == 0
@@ -114,6 +119,8 @@ def test_ray_bootstrap_spans_the_nodes_before_the_driver_starts(
         assert (drv["ray_ips"], drv["ray_gpus"]) == (["127.0.0.10", "127.0.0.11"], 16.0)
         entry = {"verl": "verl.trainer.main_ppo", "slime": "/root/slime/train_async.py"}[framework]
         assert entry in " ".join(drv["entry"])  # the real argv reached the stand-in
+        prepared = {"verl": "verl/train.parquet", "slime": "slime/train.jsonl"}[framework]
+        assert str(hub["data"] / "BytedTsinghua-SIA__DAPO-Math-17k" / prepared) in " ".join(drv["entry"])
         # the stub trains nothing: the run fails honestly, with the reason, after a clean launch
         assert status == "failed"
         assert manifest["dispatch"]["reason"].startswith("parse_logs found no steps")
