@@ -71,12 +71,15 @@ def gres_gpus(gres: str) -> dict[str, int]:
     return out
 
 
-def check_partition(cluster: Any, need_nodes: int, sinfo: str) -> Check:
+def check_partition(cluster: Any, need_nodes: int, sinfo: str, error: str = "") -> Check:
     """`sinfo -h -N -o '%R %N %G %t'` lines: does cluster.partition have need_nodes usable nodes
-    with cluster.gpus_per_node GPUs of cluster.gpu_type each?"""
+    with cluster.gpus_per_node GPUs of cluster.gpu_type each? `error` is sinfo's stderr."""
     rows = [ln.split() for ln in sinfo.splitlines() if len(ln.split()) >= 4]
     part, gpn, kind = str(cluster.partition), int(cluster.gpus_per_node), str(cluster.gpu_type)
     name = f"partition {part or '(default)'}"
+    if not rows and error.strip():
+        return Check(name, False, error.strip().splitlines()[-1],
+                     "run inspect on a login node of the cluster (for the testbed: make testbed-up)")  # fmt: skip
     mine = [r for r in rows if not part or r[0] == part]
     if not mine:
         known = ", ".join(sorted({r[0] for r in rows})) or "none"
@@ -159,17 +162,17 @@ def check_storage(role: str, path: Path, need: int, why: str, probe: dict[str, t
     """Writable from a compute node (a file made and removed), with `need` bytes free."""
     rc, text = probe.get(f"write {role}", (1, "probe did not run"))
     lines = text.strip().splitlines()
-    name = f"{role} {path}"
+    name, key = f"{role} {path}", role if role == "results_dir" else f"cluster.{role}"
     if rc != 0 or not lines:
         return Check(name, False, f"not writable from a compute node: {lines[-1] if lines else 'no output'}",
-                     f"make it writable on the shared filesystem or set cluster.{role}")  # fmt: skip
+                     f"make it writable on the shared filesystem or set {key}")  # fmt: skip
     free = df_free(lines[-1])
     if free < need:
         return Check(
             name,
             False,
             f"{free / 1e9:.1f} GB free, needs {need / 1e9:.1f} GB ({why})",
-            f"free space or move cluster.{role}",
+            f"free space or move {key}",
         )
     return Check(
         name,
@@ -307,7 +310,8 @@ def inspect_site(cfgs: dict[str, Any], nodes: dict[str, int]) -> list[Check]:
     c, env = first.cluster, slurm_env(first.cluster)
     driver = os.environ.get("BENCH_DRIVER", "")
     need = max(nodes.values())
-    checks = [check_partition(c, need, run(["sinfo", "-h", "-N", "-o", "%R %N %G %t"], env)[1])]
+    _, sinfo, err = run(["sinfo", "-h", "-N", "-o", "%R %N %G %t"], env)
+    checks = [check_partition(c, need, sinfo, err)]
     gpus = f"{c.gpu_type}:{c.gpus_per_node}" if c.gpu_type else str(c.gpus_per_node)
     test = ["sbatch", "--test-only", *slurm_args(c), f"--nodes={need}", f"--gpus-per-node={gpus}",
             f"--time={c.time_min}", *(["--exclusive"] if c.exclusive else []), "--wrap", "true"]  # fmt: skip

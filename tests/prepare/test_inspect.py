@@ -49,6 +49,14 @@ def test_gpu_count_the_nodes_do_not_have():
     )
 
 
+def test_sinfo_that_cannot_reach_slurm_says_so():
+    err = "sinfo: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host\n"
+    assert insp.check_partition(_cluster(), 2, "", err).line() == (
+        "FAIL  partition testbed: sinfo: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host "
+        "-> fix: run inspect on a login node of the cluster (for the testbed: make testbed-up)"
+    )
+
+
 def test_drained_and_down_nodes_do_not_count():
     sinfo = TESTBED_SINFO.replace("n1 gpu:h100:8 idle", "n1 gpu:h100:8 drain").replace(
         "n2 gpu:h100:8 idle", "n2 gpu:h100:8 down*"
