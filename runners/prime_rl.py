@@ -8,9 +8,9 @@ the config classes at the pinned commit (runners/schemas/prime_rl-v0.8.0.json).
 
 Launch shape. prime-rl's own `rl` launcher splits one `rl.toml` into per-role configs and, with
 `[slurm]`, renders its `multi_node_rl.sbatch.j2`, whose preamble `pkill -9`s every python/vllm
-process on the allocation. The job.sbatch written here keeps prime-rl's layout (inference nodes
-first, trainer nodes after them, orchestrator and env servers on trainer node 0, one vLLM server
-per DP rank behind a vllm-router on inference node 0) but not that preamble: it runs
+process on the allocation. The job.sbatch of runners/prime_rl_job.py keeps prime-rl's layout
+(inference nodes first, trainer nodes after them, orchestrator and env servers on trainer node 0,
+one vLLM server per DP rank behind a vllm-router on inference node 0) but not that preamble: it runs
 `rl @ rl.toml --dry-run` to let prime-rl itself resolve and validate the per-role configs, then
 starts each process as its own srun step.
 """
@@ -23,16 +23,15 @@ import shutil
 import subprocess
 import tempfile
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
 from runners import data_paths, prime_rl_logs
-from runners.base import NOT_INSTALLED, Build, Launch, ParseResult, Process, Runner, enum_value
+from runners.base import NOT_INSTALLED, Build, Launch, ParseResult, Runner, enum_value
+from runners.prime_rl_job import UV, Layout, job_name, layout, processes, render_sbatch
 from runners.schemas.prime_rl import check_keys, is_array_of_tables, load_schema
-from runners.slurm import render_steps_sbatch
 
 # version -> workload concept -> dotted path in rl.toml (None: the version has no such knob)
 KEYS: dict[str, dict[str, str | None]] = {
@@ -115,66 +114,7 @@ TASKSETS: dict[str, dict[str, Any]] = {
 # the families below match that map's entries for their siblings. framework.native.renderer overrides.
 RENDERERS = [("Qwen/Qwen3-", "qwen3"), ("zai-org/GLM-5", "glm-5"), ("zai-org/GLM-4.5", "glm-4.5")]
 
-ROUTER_PORT, BACKEND_PORT, RDZV_PORT, DP_RPC_PORT = 8000, 8100, 29500, 13345
 WANDB_PROJECT = "rl-bench"
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Node layout of one job: inference nodes [0, infer_nodes), then trainer nodes."""
-
-    gpus_per_node: int
-    train_nodes: int
-    infer_nodes_per_replica: int
-    infer_replicas: int
-    tp: int
-    dp: int  # inference.parallel.dp: data-parallel ranks of one replica
-    ep: bool
-
-    @property
-    def infer_nodes(self) -> int:
-        return self.infer_nodes_per_replica * self.infer_replicas
-
-    @property
-    def nodes(self) -> int:
-        return self.infer_nodes + self.train_nodes
-
-    @property
-    def dp_local(self) -> int:
-        """vLLM servers per inference node (one per DP rank, each on `tp` GPUs)."""
-        return self.gpus_per_node // self.tp
-
-    @property
-    def ep_group(self) -> bool:
-        """Ranks of a replica form one external-LB DP group (MoE EP across the replica)."""
-        return self.ep and self.infer_nodes_per_replica * self.dp_local > 1
-
-
-def layout(cfg: Any) -> Layout:
-    """Node layout for a composed config (raises ValueError naming the key if impossible)."""
-    ex, g = cfg.experiment, int(cfg.cluster.gpus_per_node)
-    tp, ep = int(ex.generator.tp), int(ex.generator.ep) > 1
-    for key, n in (
-        ("experiment.trainer_gpus", ex.trainer_gpus),
-        ("experiment.generator_gpus", ex.generator_gpus),
-    ):
-        if n <= 0 or n % g:
-            raise ValueError(f"{key}={n}: prime-rl's multi-node layout needs whole nodes of {g} GPUs")
-    if g % tp:
-        raise ValueError(f"experiment.generator.tp={tp}: must divide cluster.gpus_per_node={g}")
-    replica_gpus = tp * max(int(ex.generator.dp), 1)
-    if not ep:  # dense: independent engines on every inference node, one router over all of them
-        per_replica, replicas = ex.generator_gpus // g, 1
-    elif replica_gpus <= g:  # MoE with EP inside one node: one replica per node
-        per_replica, replicas = 1, ex.generator_gpus // g
-    elif replica_gpus % g or ex.generator_gpus % replica_gpus:
-        raise ValueError(
-            f"experiment.generator tp x dp = {replica_gpus} GPUs per replica: must be whole nodes of {g} "
-            f"and divide experiment.generator_gpus={ex.generator_gpus}"
-        )
-    else:  # MoE with EP across nodes: the replica's ranks form one DP group
-        per_replica, replicas = replica_gpus // g, ex.generator_gpus // replica_gpus
-    return Layout(g, ex.trainer_gpus // g, per_replica, replicas, tp, per_replica * g // tp, ep)
 
 
 # ---- TOML ---------------------------------------------------------------------------------------
@@ -288,6 +228,11 @@ def train_source(cfg: Any) -> dict[str, Any]:
     }
 
 
+def _source_secrets(cfg: Any) -> list[str]:
+    spec = dict(cfg.framework.native or {}).get("taskset") or TASKSETS.get(str(cfg.workload.task), {})
+    return list(spec.get("secrets", []))
+
+
 def translation_notes(cfg: Any, version: str, lay: Layout) -> list[str]:
     """Where prime-rl cannot run the workload exactly as specified (Launch.notes)."""
     w, ex = cfg.workload, cfg.experiment
@@ -324,114 +269,6 @@ def translation_notes(cfg: Any, version: str, lay: Layout) -> list[str]:
             f"{lay.infer_nodes_per_replica} node(s) each, without prefill/decode disaggregation"
         )
     return notes
-
-
-def job_name(cfg: Any) -> str:
-    return f"bench-{cfg.experiment.name}-prime_rl"
-
-
-# ---- processes and job.sbatch -------------------------------------------------------------------
-UV = ["uv", "run", "--no-sync"]
-
-
-def processes(cfg: Any, lay: Layout) -> list[Process]:
-    """Every long-running process, by node rank; `${...}` words are expanded by job.sbatch."""
-    procs: list[Process] = []
-    secrets = ["HF_TOKEN"]
-    engine_urls = [
-        f"http://${{NODES[{n}]}}:{BACKEND_PORT + k}"
-        for n in range(lay.infer_nodes)
-        for k in range(lay.dp_local)
-    ]
-    for n in range(lay.infer_nodes):
-        head, rank_in_replica = n - n % lay.infer_nodes_per_replica, n % lay.infer_nodes_per_replica
-        for k in range(lay.dp_local):
-            argv = [*UV, "inference", "@", "${CONFIG_DIR}/inference.toml", "--server.host", "0.0.0.0",
-                    "--server.port", str(BACKEND_PORT + k), "--data-parallel-size-local", "1", "--api-server-count", "1"]  # fmt: skip
-            if lay.ep_group:
-                extra = {
-                    "data_parallel_rank": rank_in_replica * lay.dp_local + k,
-                    "data_parallel_address": f"${{NODES[{head}]}}",
-                }
-                argv += ["--parallel.dp", str(lay.dp), "--data-parallel-rpc-port", str(DP_RPC_PORT),
-                         "--vllm-extra", json.dumps(extra, sort_keys=True)]  # fmt: skip
-            else:
-                argv += ["--parallel.dp", "1"]  # independent engine per DP rank, balanced by the router
-            gpus = ",".join(str(g) for g in range(k * lay.tp, (k + 1) * lay.tp))
-            procs.append(
-                Process(
-                    "inference",
-                    n,
-                    argv,
-                    {"CUDA_VISIBLE_DEVICES": gpus},
-                    list(secrets),
-                    log=f"inference-{n}-{k}.log",
-                )
-            )
-        if n == 0:
-            argv = [*UV, "vllm-router", "--policy", "consistent_hash", "--host", "0.0.0.0", "--port", str(ROUTER_PORT),
-                    "--worker-urls", *engine_urls]  # fmt: skip
-            procs.append(Process("router", 0, argv))
-    env_secrets = sorted({"HF_TOKEN", *_source_secrets(cfg)})
-    for t in range(lay.train_nodes):
-        argv = [*UV, "torchrun", f"--nnodes={lay.train_nodes}", f"--nproc-per-node={lay.gpus_per_node}",
-                f"--node-rank={t}", f"--rdzv-endpoint=${{MASTER_ADDR}}:{RDZV_PORT}", "--rdzv-id=job_${SLURM_JOB_ID}",
-                "--local-ranks-filter=0", "-m", "prime_rl.trainer.rl.train", "@", "${CONFIG_DIR}/trainer.toml",
-                "--rollout_transport.host", "${MASTER_ADDR}"]  # fmt: skip
-        procs.append(Process("trainer", lay.infer_nodes + t, argv, {}, list(secrets)))
-    orch_node = lay.infer_nodes  # trainer node 0, as prime-rl's template (ORCH_PROCID)
-    name = str(cfg.workload.name)
-    procs.append(Process("env_server", orch_node, [*UV, "env-server", "@", f"${{CONFIG_DIR}}/envs/train/{name}.toml"],
-                         {}, env_secrets))  # fmt: skip
-    argv = [*UV, "orchestrator", "@", "${CONFIG_DIR}/orchestrator.toml",
-            "--model.client.base-url", f"http://${{NODES[0]}}:{ROUTER_PORT}/v1",
-            "--model.client.admin-base-url", *[f"{u}/v1" for u in engine_urls],
-            "--weight_broadcast.host", "${MASTER_ADDR}", "--rollout_transport.host", "${MASTER_ADDR}"]  # fmt: skip
-    procs.append(Process("orchestrator", orch_node, argv, {}, env_secrets))
-    return procs
-
-
-def _source_secrets(cfg: Any) -> list[str]:
-    spec = dict(cfg.framework.native or {}).get("taskset") or TASKSETS.get(str(cfg.workload.task), {})
-    return list(spec.get("secrets", []))
-
-
-def render_sbatch(cfg: Any, lay: Layout, procs: list[Process], version: str, commit: str) -> str:
-    """job.sbatch (runners/slurm.py): prime-rl's node layout, a dry run of prime-rl's own launcher,
-    then one srun step per process; no pkill preamble."""
-    dry_run = [*UV, "rl", "@", "${RUN_DIR}/launch/rl.toml", "--output-dir", "${OUTPUT_DIR}", "--dry-run"]
-    return render_steps_sbatch(
-        cfg.cluster,
-        job_name=job_name(cfg),
-        nodes=lay.nodes,
-        gpus_per_node=lay.gpus_per_node,
-        processes=procs,
-        main_roles=("trainer", "orchestrator"),
-        intro=[
-            f"# Generated by the RL post-training benchmark suite (runners/prime_rl.py): prime-rl {version} ({commit}).",
-            "# Layout as prime-rl's multi_node_rl.sbatch.j2: inference nodes first, then trainer nodes.",
-        ],
-        usage=[
-            "# Submit from the run directory (prime-rl checkout synced with `uv sync --all-extras`, on a shared FS):",
-            "#   cd RUN_DIR && mkdir -p logs && PRIME_RL_DIR=/path/to/prime-rl sbatch launch/job.sbatch",
-            "# Needs bash >= 5.1 (wait -n -p).",
-        ],
-        variables=[
-            f': "${{PRIME_RL_DIR:?set PRIME_RL_DIR to a prime-rl checkout at {version} ({commit})}}"',
-            'OUTPUT_DIR="${RUN_DIR}/logs/prime_rl"  # prime-rl output_dir: metrics.jsonl, configs/, checkpoints',
-            'CONFIG_DIR="${OUTPUT_DIR}/configs"',
-        ],
-        after_nodes=[
-            f'MASTER_ADDR="${{NODES[{lay.infer_nodes}]}}"  # trainer node 0: rendezvous, NCCL weight broadcast, ZMQ rollouts'
-        ],
-        prepare=Process("prepare", lay.infer_nodes, dry_run, log="rl-dry-run.log"),
-        prepare_intro=[
-            "# 1. prime-rl's own launcher splits rl.toml into per-role configs under CONFIG_DIR and validates",
-            "#    them (on trainer node 0, inside the container if any); --dry-run starts and submits nothing.",
-        ],
-        chdir="${PRIME_RL_DIR}",
-        container_image=str(cfg.framework.container or ""),
-    )
 
 
 # Run by PRIME_RL_CONFIGS_PYTHON: validate one rl.toml with prime-rl's RLConfig, errors to stderr.
@@ -504,7 +341,7 @@ class PrimeRLRunner(Runner):
         v = self.version
         doc, notes = rl_config(cfg, v)
         lay = layout(cfg)
-        procs = processes(cfg, lay)
+        procs = processes(cfg, lay, _source_secrets(cfg))
         commit = str(self.conf.get("commit", ""))
         header = (f"# prime-rl {v} ({commit}) config rendered by the RL benchmark suite for experiment "
                   f"{cfg.experiment.name}.\n# Resolved per role by `uv run rl @ rl.toml --dry-run` (see job.sbatch).\n")  # fmt: skip

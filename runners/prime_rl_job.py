@@ -1,0 +1,177 @@
+"""prime-rl's job shape: the multi-node layout (inference nodes first, then trainer nodes), every
+long-running process with its argv by node rank, and job.sbatch (through runners/slurm.py), as
+prime-rl's own `rl` launcher and multi_node_rl.sbatch.j2 lay them out at the pinned version.
+The translation of the workload into rl.toml is runners/prime_rl.py."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from runners.base import Process
+from runners.slurm import render_steps_sbatch
+
+ROUTER_PORT, BACKEND_PORT, RDZV_PORT, DP_RPC_PORT = 8000, 8100, 29500, 13345
+UV = ["uv", "run", "--no-sync"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Node layout of one job: inference nodes [0, infer_nodes), then trainer nodes."""
+
+    gpus_per_node: int
+    train_nodes: int
+    infer_nodes_per_replica: int
+    infer_replicas: int
+    tp: int
+    dp: int  # inference.parallel.dp: data-parallel ranks of one replica
+    ep: bool
+
+    @property
+    def infer_nodes(self) -> int:
+        return self.infer_nodes_per_replica * self.infer_replicas
+
+    @property
+    def nodes(self) -> int:
+        return self.infer_nodes + self.train_nodes
+
+    @property
+    def dp_local(self) -> int:
+        """vLLM servers per inference node (one per DP rank, each on `tp` GPUs)."""
+        return self.gpus_per_node // self.tp
+
+    @property
+    def ep_group(self) -> bool:
+        """Ranks of a replica form one external-LB DP group (MoE EP across the replica)."""
+        return self.ep and self.infer_nodes_per_replica * self.dp_local > 1
+
+
+def layout(cfg: Any) -> Layout:
+    """Node layout for a composed config (raises ValueError naming the key if impossible)."""
+    ex, g = cfg.experiment, int(cfg.cluster.gpus_per_node)
+    tp, ep = int(ex.generator.tp), int(ex.generator.ep) > 1
+    for key, n in (
+        ("experiment.trainer_gpus", ex.trainer_gpus),
+        ("experiment.generator_gpus", ex.generator_gpus),
+    ):
+        if n <= 0 or n % g:
+            raise ValueError(f"{key}={n}: prime-rl's multi-node layout needs whole nodes of {g} GPUs")
+    if g % tp:
+        raise ValueError(f"experiment.generator.tp={tp}: must divide cluster.gpus_per_node={g}")
+    replica_gpus = tp * max(int(ex.generator.dp), 1)
+    if not ep:  # dense: independent engines on every inference node, one router over all of them
+        per_replica, replicas = ex.generator_gpus // g, 1
+    elif replica_gpus <= g:  # MoE with EP inside one node: one replica per node
+        per_replica, replicas = 1, ex.generator_gpus // g
+    elif replica_gpus % g or ex.generator_gpus % replica_gpus:
+        raise ValueError(
+            f"experiment.generator tp x dp = {replica_gpus} GPUs per replica: must be whole nodes of {g} "
+            f"and divide experiment.generator_gpus={ex.generator_gpus}"
+        )
+    else:  # MoE with EP across nodes: the replica's ranks form one DP group
+        per_replica, replicas = replica_gpus // g, ex.generator_gpus // replica_gpus
+    return Layout(g, ex.trainer_gpus // g, per_replica, replicas, tp, per_replica * g // tp, ep)
+
+
+def job_name(cfg: Any) -> str:
+    return f"bench-{cfg.experiment.name}-prime_rl"
+
+
+UV = ["uv", "run", "--no-sync"]
+
+
+def processes(cfg: Any, lay: Layout, source_secrets: list[str]) -> list[Process]:
+    """Every long-running process, by node rank; `${...}` words are expanded by job.sbatch.
+    source_secrets: secret names the environment (taskset) needs, for env server and orchestrator."""
+    procs: list[Process] = []
+    secrets = ["HF_TOKEN"]
+    engine_urls = [
+        f"http://${{NODES[{n}]}}:{BACKEND_PORT + k}"
+        for n in range(lay.infer_nodes)
+        for k in range(lay.dp_local)
+    ]
+    for n in range(lay.infer_nodes):
+        head, rank_in_replica = n - n % lay.infer_nodes_per_replica, n % lay.infer_nodes_per_replica
+        for k in range(lay.dp_local):
+            argv = [*UV, "inference", "@", "${CONFIG_DIR}/inference.toml", "--server.host", "0.0.0.0",
+                    "--server.port", str(BACKEND_PORT + k), "--data-parallel-size-local", "1", "--api-server-count", "1"]  # fmt: skip
+            if lay.ep_group:
+                extra = {
+                    "data_parallel_rank": rank_in_replica * lay.dp_local + k,
+                    "data_parallel_address": f"${{NODES[{head}]}}",
+                }
+                argv += ["--parallel.dp", str(lay.dp), "--data-parallel-rpc-port", str(DP_RPC_PORT),
+                         "--vllm-extra", json.dumps(extra, sort_keys=True)]  # fmt: skip
+            else:
+                argv += ["--parallel.dp", "1"]  # independent engine per DP rank, balanced by the router
+            gpus = ",".join(str(g) for g in range(k * lay.tp, (k + 1) * lay.tp))
+            procs.append(
+                Process(
+                    "inference",
+                    n,
+                    argv,
+                    {"CUDA_VISIBLE_DEVICES": gpus},
+                    list(secrets),
+                    log=f"inference-{n}-{k}.log",
+                )
+            )
+        if n == 0:
+            argv = [*UV, "vllm-router", "--policy", "consistent_hash", "--host", "0.0.0.0", "--port", str(ROUTER_PORT),
+                    "--worker-urls", *engine_urls]  # fmt: skip
+            procs.append(Process("router", 0, argv))
+    env_secrets = sorted({"HF_TOKEN", *source_secrets})
+    for t in range(lay.train_nodes):
+        argv = [*UV, "torchrun", f"--nnodes={lay.train_nodes}", f"--nproc-per-node={lay.gpus_per_node}",
+                f"--node-rank={t}", f"--rdzv-endpoint=${{MASTER_ADDR}}:{RDZV_PORT}", "--rdzv-id=job_${SLURM_JOB_ID}",
+                "--local-ranks-filter=0", "-m", "prime_rl.trainer.rl.train", "@", "${CONFIG_DIR}/trainer.toml",
+                "--rollout_transport.host", "${MASTER_ADDR}"]  # fmt: skip
+        procs.append(Process("trainer", lay.infer_nodes + t, argv, {}, list(secrets)))
+    orch_node = lay.infer_nodes  # trainer node 0, as prime-rl's template (ORCH_PROCID)
+    name = str(cfg.workload.name)
+    procs.append(Process("env_server", orch_node, [*UV, "env-server", "@", f"${{CONFIG_DIR}}/envs/train/{name}.toml"],
+                         {}, env_secrets))  # fmt: skip
+    argv = [*UV, "orchestrator", "@", "${CONFIG_DIR}/orchestrator.toml",
+            "--model.client.base-url", f"http://${{NODES[0]}}:{ROUTER_PORT}/v1",
+            "--model.client.admin-base-url", *[f"{u}/v1" for u in engine_urls],
+            "--weight_broadcast.host", "${MASTER_ADDR}", "--rollout_transport.host", "${MASTER_ADDR}"]  # fmt: skip
+    procs.append(Process("orchestrator", orch_node, argv, {}, env_secrets))
+    return procs
+
+
+def render_sbatch(cfg: Any, lay: Layout, procs: list[Process], version: str, commit: str) -> str:
+    """job.sbatch (runners/slurm.py): prime-rl's node layout, a dry run of prime-rl's own launcher,
+    then one srun step per process; no pkill preamble."""
+    dry_run = [*UV, "rl", "@", "${RUN_DIR}/launch/rl.toml", "--output-dir", "${OUTPUT_DIR}", "--dry-run"]
+    return render_steps_sbatch(
+        cfg.cluster,
+        job_name=job_name(cfg),
+        nodes=lay.nodes,
+        gpus_per_node=lay.gpus_per_node,
+        processes=procs,
+        main_roles=("trainer", "orchestrator"),
+        intro=[
+            f"# Generated by the RL post-training benchmark suite (runners/prime_rl.py): prime-rl {version} ({commit}).",
+            "# Layout as prime-rl's multi_node_rl.sbatch.j2: inference nodes first, then trainer nodes.",
+        ],
+        usage=[
+            "# Submit from the run directory (prime-rl checkout synced with `uv sync --all-extras`, on a shared FS):",
+            "#   cd RUN_DIR && mkdir -p logs && PRIME_RL_DIR=/path/to/prime-rl sbatch launch/job.sbatch",
+            "# Needs bash >= 5.1 (wait -n -p).",
+        ],
+        variables=[
+            f': "${{PRIME_RL_DIR:?set PRIME_RL_DIR to a prime-rl checkout at {version} ({commit})}}"',
+            'OUTPUT_DIR="${RUN_DIR}/logs/prime_rl"  # prime-rl output_dir: metrics.jsonl, configs/, checkpoints',
+            'CONFIG_DIR="${OUTPUT_DIR}/configs"',
+        ],
+        after_nodes=[
+            f'MASTER_ADDR="${{NODES[{lay.infer_nodes}]}}"  # trainer node 0: rendezvous, NCCL weight broadcast, ZMQ rollouts'
+        ],
+        prepare=Process("prepare", lay.infer_nodes, dry_run, log="rl-dry-run.log"),
+        prepare_intro=[
+            "# 1. prime-rl's own launcher splits rl.toml into per-role configs under CONFIG_DIR and validates",
+            "#    them (on trainer node 0, inside the container if any); --dry-run starts and submits nothing.",
+        ],
+        chdir="${PRIME_RL_DIR}",
+        container_image=str(cfg.framework.container or ""),
+    )
