@@ -1,4 +1,4 @@
-"""index.html in headless Chromium: every figure decodes, no script error, no sideways scroll on a phone.
+"""index.html in headless Chromium: every figure decodes, no script error, no sideways scroll on a phone; at 1400 px the headline table fits and the verdict comes first.
 
 Needs Debian's `chromium` (apt-get install -y chromium). Skipped outside CI when it is missing;
 under CI=true a missing browser fails the test.
