@@ -347,15 +347,14 @@ def goodput_tokens_per_s(c: Context) -> float:
 
 
 def energy_wh(c: Context) -> float:
-    """GPU energy from 1-s telemetry: sum over devices of power (W) x sample interval (s) / 3600."""
+    """GPU energy (Wh) from telemetry: per device the trapezoidal integral of power over its samples
+    (bench.telemetry.energy_j), summed over devices."""
+    from bench.telemetry import energy_j
+
     if c.gpu is None or c.gpu.empty:
         raise Missing("no GPU telemetry (trace/gpu.parquet)")
-    total = 0.0
-    for _, g in c.gpu.sort_values("t_s").groupby(["node", "gpu"]):
-        t, p = g["t_s"].to_numpy(), g["power_w"].to_numpy()
-        if len(t) > 1:
-            total += float(np.sum(p[:-1] * np.diff(t)))  # left Riemann sum
-    return total / 3600.0
+    gpu = c.gpu.dropna(subset=["power_w"]).sort_values("t_s")
+    return sum(energy_j(g["t_s"], g["power_w"]) for _, g in gpu.groupby(["node", "gpu"])) / 3600.0
 
 
 METRICS = {name: globals()[name] for name in METRIC_KEYS}

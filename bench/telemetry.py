@@ -24,6 +24,16 @@ QUERY = "timestamp,index,utilization.gpu,memory.used,power.draw"
 NVSMI = ["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits", "-l", "1"]
 
 
+def energy_j(t_s: Any, power_w: Any) -> float:
+    """Energy of one device in joules: the trapezoidal integral of power (W) over its samples'
+    times (s, ascending). The suite's one energy definition: metrics and reproduce both use it
+    (it is the opd-benchmark's own method, so the published energies are comparable)."""
+    import numpy as np
+
+    t, p = np.asarray(t_s, dtype=np.float64), np.asarray(power_w, dtype=np.float64)
+    return float(np.sum(np.diff(t) * (p[:-1] + p[1:]) / 2.0)) if len(t) > 1 else 0.0
+
+
 def sampler_argv(logs: Path, in_slurm: bool) -> list[str]:
     """argv of the sampler: one srun step over every node (Slurm) or nvidia-smi itself (local)."""
     if not in_slurm:
@@ -102,7 +112,7 @@ def parse_nvidia_smi(text: str, node: str, t0_epoch_s: float) -> list[dict[str, 
 
 def role_summary(gpu: Any, gpu_ids: dict[str, list[int]]) -> dict[str, Any]:
     """Per-role telemetry of a one-node run: for each role, its devices' mean utilisation (%, over
-    every sample of the run), peak memory (MiB) and energy (Wh, left Riemann sum of power like
+    every sample of the run), peak memory (MiB) and energy (Wh, energy_j like
     metrics.energy_wh). `gpu` is trace/gpu.parquet as a DataFrame; gpu_ids maps a role to its
     nvidia-smi indices. A role whose devices have no samples is left out."""
     out: dict[str, Any] = {}
@@ -110,10 +120,8 @@ def role_summary(gpu: Any, gpu_ids: dict[str, list[int]]) -> dict[str, Any]:
         g = gpu[gpu["gpu"].isin(ids)]
         if g.empty:
             continue
-        energy = 0.0
-        for _, dev in g.sort_values("t_s").groupby(["node", "gpu"]):
-            t, p = dev["t_s"].to_numpy(), dev["power_w"].to_numpy()
-            energy += float((p[:-1] * (t[1:] - t[:-1])).sum()) if len(t) > 1 else 0.0
+        powered = g.dropna(subset=["power_w"]).sort_values("t_s")
+        energy = sum(energy_j(d["t_s"], d["power_w"]) for _, d in powered.groupby(["node", "gpu"]))
         out[role] = {
             "gpus": sorted(int(i) for i in ids),
             "util_mean_pct": float(g["util_pct"].mean()),

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.telemetry import energy_j
+
 GPU_CSV_COLUMNS = ("index", "power_w")  # plus a time column: `timestamp` or `epoch`
 GPU_TIME_FORMAT = "%Y/%m/%d %H:%M:%S.%f"  # nvidia-smi --format=csv timestamp
 
@@ -165,8 +167,7 @@ def energy_wh(samples: list[GpuSample], window: tuple[float, float] | None = Non
     joules = 0.0
     for series in by_gpu.values():
         series.sort(key=lambda s: s.t_epoch)
-        for a, b in zip(series, series[1:], strict=False):
-            joules += (b.t_epoch - a.t_epoch) * (a.power_w + b.power_w) / 2
+        joules += energy_j([s.t_epoch for s in series], [s.power_w for s in series])
     return joules / 3600.0
 
 
