@@ -195,7 +195,7 @@ def framework_files(fw: str, cfg: Any, splits: dict[str, Any], dataset: str) -> 
 
     root = data_paths.dataset_dir(cfg)
     rel = lambda p: str(Path(p).relative_to(root))  # noqa: E731
-    train = splits.get("train") or next(iter(splits.values()))
+    train = splits.get("train") or next(iter(splits.values()), None)
     if fw == "verl":
         rows = canonical_rows(train, dataset)
         test_src = "test split" if "test" in splits else f"train[:{TEST_ROWS}] (the source has no test split)"
@@ -224,7 +224,15 @@ def framework_files(fw: str, cfg: Any, splits: dict[str, Any], dataset: str) -> 
         return {"files": {rel(data_paths.slime_prompt_file(cfg)): (len(rows), write_jsonl)},
                 "notes": {"input_key": ik, "label_key": lk}}  # fmt: skip
     if fw == "prime_rl":
+        from runners.prime_rl import train_source
+
         folder = data_paths.prime_rl_dataset(cfg)
+        taskset = dict(train_source(cfg)["env"]["taskset"])
+        if str(folder) not in taskset.values():  # e.g. r2e-gym-v1: the environment brings its own tasks
+            return {
+                "files": {},
+                "notes": {"loads_itself": f"taskset {taskset.get('id')} does not take workload.dataset"},
+            }
         files = {rel(folder / f"{name}.parquet"): (len(s), lambda p, s=s: s.to_parquet(str(p)))
                  for name, s in splits.items()}  # fmt: skip
         return {"files": files, "notes": {"loads_itself": "the verifiers environment calls "
@@ -234,7 +242,7 @@ def framework_files(fw: str, cfg: Any, splits: dict[str, Any], dataset: str) -> 
 
 def intact(root: Path, entry: dict[str, Any]) -> bool:
     """Every file of a framework's prepared.json entry exists with its recorded sha256."""
-    return bool(entry.get("files")) and all(
+    return "files" in entry and all(
         (root / f).is_file() and sha256(root / f) == meta["sha256"] for f, meta in entry["files"].items()
     )
 

@@ -86,6 +86,17 @@ def test_prime_rl_folder_loads_with_load_dataset_offline(hub, prepare, monkeypat
     assert taskset == {"id": "math-env-v1", "dataset_name": str(folder)}
 
 
+def test_prime_rl_taskset_without_the_dataset_gets_no_copy(hub):
+    from bench.config import compose
+    from bench.prepare import framework_files
+
+    cfg = compose(["experiment=semianalysis_case1", "framework=prime_rl", *hub["site"]])  # swe: r2e-gym-v1
+    assert framework_files("prime_rl", cfg, {}, str(cfg.workload.dataset)) == {
+        "files": {},
+        "notes": {"loads_itself": "taskset r2e-gym-v1 does not take workload.dataset"},
+    }
+
+
 def test_prepared_json_records_rows_hashes_and_the_source_commit(hub, prepare):
     from bench.prepare import sha256
 
