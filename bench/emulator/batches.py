@@ -11,6 +11,7 @@ smaller batch). What happens then to the groups still in flight is surplus.py's.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from bench.emulator.policies import Schedule
 from bench.emulator.rollouts import DISCARDED, FILTERED, PENDING
@@ -40,9 +41,9 @@ class Batch:
         return self.filled_at - start
 
 
-def staleness(batch_step: int, version_start: int) -> int:
+def staleness(batch_step: int, version_start: Any) -> Any:
     """Policy versions a sample generated from weights `version_start` lags when trained at
-    `batch_step` (step b trains with weights b - 1)."""
+    `batch_step` (step b trains with weights b - 1); elementwise over an array of versions."""
     return (batch_step - 1) - version_start
 
 

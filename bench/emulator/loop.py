@@ -142,21 +142,21 @@ class Loop:
                 continue
             work, delay = surplus.resume_segments(self.rollouts, g, t, self.em.prefill_s)
             self.resumed.add(g)
-            self._place(Queued(g, work, delay, False), t)
+            self._place(g, work, delay, t, False)
             return
         g = self.next_group
         if g >= self.rollouts.groups_drawn:
             chunk = self.draws.chunk(CHUNK_GROUPS, self.trainer.next_step - 1)
             self.generator.prepare(*self.rollouts.add_chunk(chunk, self.em.prefill_s))
         self.next_group += 1
-        self.rollouts.dispatch(g, t, self.version)
-        rows, r = self.rollouts.rows(g), self.rollouts.table.cols
-        self._place(Queued(g, r["work"][rows], r["delay"][rows], True), t)
+        rows, r = self.rollouts.dispatch(g, t, self.version), self.rollouts.table.cols
+        self._place(g, r["work"][rows], r["delay"][rows], t, True)
 
-    def _place(self, q: Queued, t: float) -> None:
-        self.in_flight.add(q.group)
-        if self.queued or not self.generator.place(q.group, q.work, q.delay, t, q.fresh):
-            self.queued.append(q)
+    def _place(self, g: int, work: np.ndarray, delay: np.ndarray, t: float, fresh: bool) -> None:
+        """Group g is in flight from t: on an engine, or queued (first come, first placed)."""
+        self.in_flight.add(g)
+        if self.queued or not self.generator.place(g, work, delay, t, fresh):
+            self.queued.append(Queued(g, work, delay, fresh))
 
     def _place_queued(self, t: float) -> None:
         while self.queued:
@@ -172,7 +172,8 @@ class Loop:
         if g in self.resumed:  # members that finished before the abort keep their results
             running = r["status"][rows] == RUNNING
             idx = np.arange(rows.start, rows.stop)[running]
-            r["t_finish"][idx] = self.generator.finish_times([record])[0][running]
+            placed = (r["seg_delay"][rows][None], r["seg_work"][rows][None])  # as resume_segments set them
+            r["t_finish"][idx] = self.generator.finish_times([record], *placed)[0][running]
             r["version_end"][idx], r["status"][idx] = self.version, PENDING
             r["tokens"][idx] = r["seg_work"][idx]
         else:  # finish times of fresh groups are computed all at once at the end
@@ -288,8 +289,9 @@ class Loop:
             self.rollouts.mark(g, ABORTED, (RESUMED,))
         if self.unresolved:
             groups, records = zip(*self.unresolved, strict=True)
-            idx = self.rollouts.members(list(groups))
-            self.rollouts.table.cols["t_finish"][idx] = self.generator.finish_times(list(records)).ravel()
+            idx, r = self.rollouts.members(list(groups)), self.rollouts.table.cols
+            placed = r["delay"][idx].reshape(-1, self.G), r["work"][idx].reshape(-1, self.G)
+            r["t_finish"][idx] = self.generator.finish_times(list(records), *placed).ravel()
         wall = self.trainer.last_end
         segments, draws = self.rollouts.segments(self.next_group * self.G)
         return Result(

@@ -121,12 +121,13 @@ class Rollouts:
             mask |= view == o
         view[mask] = status
 
-    def dispatch(self, g: int, t: float, version: int) -> None:
-        """Group g's generation starts at t with weights of `version`."""
+    def dispatch(self, g: int, t: float, version: int) -> slice:
+        """Group g's generation starts at t with weights of `version`; returns its rows."""
         rows, r = self.rows(g), self.table.cols
         self.version_start[g] = version
         r["t_dispatch"][rows] = t
         r["version_start"][rows] = version
+        return rows
 
     def segments(self, rollouts: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """(segments, draws) of the first `rollouts` rollouts: the history of resumed segments, then

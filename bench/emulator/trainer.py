@@ -93,10 +93,9 @@ class Trainer:
         r["status"][idx], r["step"][idx] = USED, b
         prompt, response = r["prompt_tokens"][idx], r["response_tokens"][idx]
         logprob_s, compute_s = self.model.step_times(prompt + response + r["tool_tokens"][idx])
-        lag = np.array([staleness(b, rollouts.version_start[g]) for g in batch.kept], dtype=np.int64)
-        self.current = TrainingStep(
-            batch, t, logprob_s, compute_s, prompt, response, r["reward"][idx], np.repeat(lag, G)
-        )
+        start = np.array([rollouts.version_start[g] for g in batch.kept], dtype=np.int64)
+        lag = np.repeat(staleness(b, start), G)  # per sample
+        self.current = TrainingStep(batch, t, logprob_s, compute_s, prompt, response, r["reward"][idx], lag)
         end = t + logprob_s + compute_s
         self.push(end, COMPUTE_DONE, b)
         return end

@@ -195,7 +195,8 @@ class ExactEngine:
         self._reschedule(e)
         return out
 
-    def finish_times(self, records: list[GroupRun]) -> np.ndarray:
+    def finish_times(self, records: list[GroupRun], delay: np.ndarray, work: np.ndarray) -> np.ndarray:
+        """Each rollout's own finish time, as it happened."""
         return np.stack([run.finish for run in records])
 
     def stop_all(self, t: float) -> dict[int, np.ndarray]:

@@ -67,7 +67,7 @@ def _run_alone(engine, work: list[float], delay: list[float], rate: list[float])
         pass
     ((g, record),) = done
     assert g == 0 and engine.next_time() == np.inf
-    return engine.finish_times([record])[0]
+    return engine.finish_times([record], np.array([delay]), np.array([work]))[0]
 
 
 def test_both_engines_give_delay_plus_work_over_rate_when_the_rate_ignores_the_batch():
