@@ -36,8 +36,8 @@ class GenerationEngine(Protocol):
 
     `Pool` (below) is the group-level engine the emulator runs; tests/emulator/exact_ps.py is the
     exact per-rollout engine the same Loop runs as a test oracle. A finished group is returned as
-    (group, record); `finish_times(records)` gives its rollouts' finish times, so the Loop may defer
-    them to the end of the run and compute them all at once."""
+    (group, record); `finish_times(records, delay, work)` gives its rollouts' finish times, so the
+    Loop may defer them to the end of the run and compute them all at once."""
 
     engines: int
     busy_s: float  # seconds with at least one group on an engine
