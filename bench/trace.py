@@ -305,6 +305,27 @@ def read_gpu(path: Path | str):
 MANIFEST_REQUIRED = ("experiment", "run_id", "framework", "framework_version", "mode", "status")
 
 
+def read_env_file(path: Path | str) -> dict[str, int | float | str]:
+    """`KEY=value` lines of a harness file beside the logs (the opd-benchmark launchers'
+    wall_time.env: start/end epochs in Unix seconds, *_seconds durations): the suite's one reader.
+    Integers and decimals become numbers, quotes are stripped, blank and `#` lines are skipped;
+    other lines are ignored (the file is the harness's, not a format the suite owns)."""
+    out: dict[str, int | float | str] = {}
+    for line in Path(path).read_text(errors="replace").splitlines():
+        key, sep, value = line.partition("=")
+        key, value = key.strip(), value.strip().strip('"').strip("'")
+        if not sep or not key or key.startswith("#"):
+            continue
+        try:
+            out[key] = int(value)
+        except ValueError:
+            try:
+                out[key] = float(value)
+            except ValueError:
+                out[key] = value
+    return out
+
+
 def write_manifest(paths: RunPaths, manifest: dict[str, Any]) -> None:
     """Validate and atomically write manifest.json, the run's one manifest writer: the config it
     records is redacted here, always (secret-looking keys at any depth), whoever calls."""

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.trace import read_env_file
 from runners.prime_rl_columns import NAN, StepRows, StepTable, overlay, union
 from runners.prime_rl_traces import check_against_steps, parse_traces
 
@@ -349,19 +350,6 @@ def read_file(path: Path, acc: LogParse) -> None:
     acc.files.append(str(path))
 
 
-def wall_time_env(path: Path) -> dict[str, Any]:
-    """KEY=VALUE lines of a harness's wall_time.env (e.g. the opd-benchmark launcher)."""
-    out: dict[str, Any] = {}
-    for line in path.read_text(errors="replace").splitlines():
-        key, sep, value = line.partition("=")
-        if sep and key.strip():
-            try:
-                out[key.strip()] = float(value) if "." in value else int(value)
-            except ValueError:
-                out[key.strip()] = value.strip()
-    return out
-
-
 def candidate_files(log_dir: Path) -> list[Path]:
     """Metric and console files under `log_dir`, sorted (rollout traces and binaries excluded)."""
     found = []
@@ -388,7 +376,7 @@ def parse_dir(log_dir: Path | str) -> tuple[StepRows, LogParse, dict[str, Any]]:
         read_file(path, acc)
     env = log_dir / "wall_time.env"
     if env.is_file():
-        run_info["wall_time_env"] = wall_time_env(env)
+        run_info["wall_time_env"] = read_env_file(env)
     if acc.times:
         run_info["first_metric_time"], run_info["last_metric_time"] = acc.times
     start = run_info.get("wall_time_env", {}).get("start_epoch")

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.trace import read_env_file
 from runners import data_paths, slime_logs
 from runners.base import NOT_INSTALLED, Build, Launch, ParseResult, Process, Runner, enum_value
 from runners.schemas.slime import SCHEMA_FILE, check_values, load_schema, unknown_flags
@@ -487,9 +488,7 @@ class SlimeRunner(Runner):
             peak_flops = (self.conf.get("native") or {}).get("peak_flops")
         files = [log_dir] if log_dir.is_file() else slime_logs.log_files(log_dir)
         env_files = (
-            {p.name: slime_logs.read_env_file(p) for p in sorted(log_dir.rglob("*.env"))}
-            if log_dir.is_dir()
-            else {}
+            {p.name: read_env_file(p) for p in sorted(log_dir.rglob("*.env"))} if log_dir.is_dir() else {}
         )
         # wall_time.env of the opd-benchmark launchers: epoch seconds and wall time for the manifest
         epochs = {

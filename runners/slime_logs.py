@@ -262,16 +262,6 @@ def log_files(log_dir: Path) -> list[Path]:
     return sorted(p for p in log_dir.rglob("*") if p.is_file() and p.suffix in LOG_SUFFIXES)
 
 
-def read_env_file(path: Path) -> dict[str, Any]:
-    """KEY=value lines (wall_time.env of the opd-benchmark launchers) -> dict."""
-    out: dict[str, Any] = {}
-    for line in path.read_text(errors="replace").splitlines():
-        if "=" in line and not line.lstrip().startswith("#"):
-            key, _, value = line.partition("=")
-            out[key.strip()] = _literal(value)
-    return out
-
-
 def scan(paths: list[Path], block: int = 8 << 20) -> LogState:
     """Stream every file once in blocks of whole lines; memory stays bounded by one block plus
     the per-step records (a few hundred bytes per step)."""

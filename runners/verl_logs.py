@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from bench.trace import read_env_file
 from runners.base import ParseResult
 from runners.run_config import binary_share
 
@@ -280,15 +281,8 @@ def _int(v: Any) -> int:
 
 
 def _wall_info(path: Path) -> dict[str, Any]:
-    info: dict[str, Any] = {}
-    for line in path.read_text(errors="replace").splitlines():
-        k, sep, v = line.partition("=")
-        if sep and k.strip() in ("wall_seconds", "framework_wall_seconds", "start_epoch", "end_epoch"):
-            try:
-                info[k.strip()] = float(v)
-            except ValueError:
-                pass
-    return info
+    keep = ("wall_seconds", "framework_wall_seconds", "start_epoch", "end_epoch")
+    return {k: float(v) for k, v in read_env_file(path).items() if k in keep and isinstance(v, int | float)}
 
 
 def parse_dir(log_dir: Path) -> ParseResult:

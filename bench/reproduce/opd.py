@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.telemetry import energy_j
+from bench.trace import read_env_file
 
 GPU_CSV_COLUMNS = ("index", "power_w")  # plus a time column: `timestamp` or `epoch`
 GPU_TIME_FORMAT = "%Y/%m/%d %H:%M:%S.%f"  # nvidia-smi --format=csv timestamp
@@ -53,16 +54,7 @@ def read_wall_env(path: Path | str) -> dict[str, int | str]:
     path = Path(path)
     if not path.is_file():
         raise OpdDataError(f"{path}: missing (the harness's wall-clock file)")
-    values: dict[str, int | str] = {}
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        if "=" not in line:
-            raise OpdDataError(f"{path}:{n}: expected key=value, got {line!r}")
-        key, value = line.split("=", 1)
-        value = value.strip().strip('"')
-        values[key.strip()] = int(value) if re.fullmatch(r"-?\d+", value) else value
+    values = read_env_file(path)
     for key in ("start_epoch", "end_epoch"):
         if not isinstance(values.get(key), int):
             raise OpdDataError(f"{path}: key {key!r} missing or not an integer epoch (seconds)")

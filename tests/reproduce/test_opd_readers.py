@@ -31,8 +31,8 @@ def test_wall_env_bad_input_names_file_and_key(tmp_path: Path):
     p.write_text("start_epoch=abc\nend_epoch=5\n")
     with pytest.raises(opd.OpdDataError, match=r"wall_time.env: key 'start_epoch'"):
         opd.read_wall_env(p)
-    p.write_text("start_epoch 1\n")
-    with pytest.raises(opd.OpdDataError, match=r"wall_time.env:1: expected key=value"):
+    p.write_text("start_epoch 1\n")  # not key=value: the line is skipped, so the key is missing
+    with pytest.raises(opd.OpdDataError, match=r"wall_time.env: key 'start_epoch' missing"):
         opd.read_wall_env(p)
     with pytest.raises(opd.OpdDataError, match="missing"):
         opd.read_wall_env(tmp_path / "nope.env")
