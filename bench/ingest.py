@@ -40,8 +40,8 @@ GPU_COLUMNS = {
     "index": "gpu",
     "utilization.gpu [%]": "util_pct",
     "utilization_gpu_pct": "util_pct",
-    "memory.used [MiB]": "mem_used_mb",
-    "memory_used_mib": "mem_used_mb",
+    "memory.used [MiB]": "mem_used_mib",
+    "memory_used_mib": "mem_used_mib",
     "power.draw [W]": "power_w",
     "power_w": "power_w",
 }
@@ -62,7 +62,7 @@ def read_gpu_csvs(
     the files read, and the GPU names a `name` column gave.
 
     Timestamps ('YYYY/MM/DD HH:MM:SS.mmm') are read as UTC; t_s counts from t0_epoch_s (Unix
-    seconds), else from the first sample. MiB are kept as the mem_used_mb figure.
+    seconds), else from the first sample. memory is MiB, as nvidia-smi reports it (trace column mem_used_mib).
     """
     rows: list[dict[str, Any]] = []
     files, names = [], []

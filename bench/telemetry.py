@@ -103,7 +103,7 @@ def parse_nvidia_smi(text: str, node: str, t0_epoch_s: float) -> list[dict[str, 
                 "node": node,
                 "gpu": gpu,
                 "util_pct": _number(parts[2]),
-                "mem_used_mb": _number(parts[3]),
+                "mem_used_mib": _number(parts[3]),
                 "power_w": _number(parts[4]),
             }
         )
@@ -125,7 +125,7 @@ def role_summary(gpu: Any, gpu_ids: dict[str, list[int]]) -> dict[str, Any]:
         out[role] = {
             "gpus": sorted(int(i) for i in ids),
             "util_mean_pct": float(g["util_pct"].mean()),
-            "mem_peak_mb": float(g["mem_used_mb"].max()),
+            "mem_peak_mib": float(g["mem_used_mib"].max()),
             "energy_wh": energy / 3600.0,
         }
     return out

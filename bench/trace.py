@@ -74,7 +74,7 @@ GPU_FIELDS: list[tuple[str, pa.DataType]] = [
     ("node", STR),
     ("gpu", I64),
     ("util_pct", F64),
-    ("mem_used_mb", F64),
+    ("mem_used_mib", F64),  # MiB, as nvidia-smi reports memory.used (one unit for every reader)
     ("power_w", F64),
 ]
 GPU_SCHEMA = pa.schema(GPU_FIELDS)

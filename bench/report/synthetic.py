@@ -122,7 +122,7 @@ def make_run(
                     "node": ["n0"] * len(t),
                     "gpu": np.zeros(len(t), dtype=np.int64),
                     "util_pct": rng.uniform(20, 95, len(t)),
-                    "mem_used_mb": np.full(len(t), 6e4),
+                    "mem_used_mib": np.full(len(t), 6e4),
                     "power_w": rng.uniform(300, 700, len(t)),
                 }
             ),

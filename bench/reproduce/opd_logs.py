@@ -96,7 +96,7 @@ def _ingest(r: OpdRun, parsed: Any, root) -> RunPaths:
                 "node": "host0",
                 "gpu": s.gpu,
                 "util_pct": s.util_pct,
-                "mem_used_mb": None if s.mem_used_mib is None else s.mem_used_mib * 1.048576,
+                "mem_used_mib": s.mem_used_mib,
                 "power_w": s.power_w,
             }
             for s in r.gpu

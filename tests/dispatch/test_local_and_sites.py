@@ -90,9 +90,9 @@ def test_nvidia_smi_csv_becomes_gpu_rows_relative_to_the_run_start():
     t0 = dt.datetime(2026, 11, 22, 1, 0, 0).timestamp()  # nvidia-smi prints the node's local time
     rows = telemetry.parse_nvidia_smi(NVSMI_OUT, "n1", t0)
     assert rows == [
-        {"t_s": 0.5, "node": "n1", "gpu": 0, "util_pct": 97.0, "mem_used_mb": 71234.0, "power_w": 612.48},
-        {"t_s": 0.5, "node": "n1", "gpu": 1, "util_pct": 0.0, "mem_used_mb": 0.0, "power_w": None},
-        {"t_s": 1.502, "node": "n1", "gpu": 0, "util_pct": 88.0, "mem_used_mb": 71300.0, "power_w": 598.1},
+        {"t_s": 0.5, "node": "n1", "gpu": 0, "util_pct": 97.0, "mem_used_mib": 71234.0, "power_w": 612.48},
+        {"t_s": 0.5, "node": "n1", "gpu": 1, "util_pct": 0.0, "mem_used_mib": 0.0, "power_w": None},
+        {"t_s": 1.502, "node": "n1", "gpu": 0, "util_pct": 88.0, "mem_used_mib": 71300.0, "power_w": 598.1},
     ]  # the cut-off last line (sampler stopped mid-write) is skipped
 
 

@@ -288,8 +288,8 @@ def test_per_role_telemetry_where_the_logs_name_each_roles_devices(prime_run, ve
         and round(roles["trainer"]["util_mean_pct"], 1) == 6.3
     )
     assert (
-        round(roles["rollout"]["mem_peak_mb"] / 1024, 1) == 64.7
-        and round(roles["trainer"]["mem_peak_mb"] / 1024, 1) == 13.1
+        round(roles["rollout"]["mem_peak_mib"] / 1024, 1) == 64.7
+        and round(roles["trainer"]["mem_peak_mib"] / 1024, 1) == 13.1
     )
     total = json.loads(RunPaths(prime_run).metrics.read_text())["energy_wh"]
     assert roles["rollout"]["energy_wh"] + roles["trainer"]["energy_wh"] == pytest.approx(total)
