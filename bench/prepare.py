@@ -41,7 +41,9 @@ from bench.errors import UsageError
 from runners import data_paths
 
 TEST_ROWS = 64  # verl's val_files when the source has no test split (loaded, never evaluated)
+# README.md: the dataset card's `configs:` block tells `datasets` which files form which split
 DATA_PATTERNS = [
+    "README.md",
     "*.parquet",
     "*.json",
     "*.jsonl",
