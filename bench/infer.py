@@ -361,12 +361,13 @@ def _config(
     }
 
 
-def inferred_from_config(cfg: Any) -> dict[str, Any]:
+def inferred_from_config(cfg: Any, r: Any = None) -> dict[str, Any]:
     """The `inferred` block of a run the suite launched (or emulated): the same shape as an ingested
-    run's, every value from the composed config it ran (source "config: <key>")."""
+    run's, every value from the composed config it ran (source "config: <key>"); `r` is cfg's
+    bench.resolve.Resolved (worked out here when not given)."""
     from bench.resolve import Resolved
 
-    r = Resolved.from_config(cfg)
+    r = r or Resolved.from_config(cfg)
 
     def entry(key: str) -> dict[str, Any]:
         v = OmegaConf.select(cfg, key)

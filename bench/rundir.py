@@ -73,8 +73,11 @@ def initial_manifest(
 ) -> dict:
     """The manifest written at submission: status running, dispatch fields still empty; `resolved`
     (bench.resolve.Resolved of cfg) is worked out here when not given."""
+    from bench.infer import inferred_from_config
     from bench.resolve import Resolved
     from bench.validate import to_container
+
+    resolved = resolved or Resolved.from_config(cfg)
 
     return {
         "experiment": cfg.experiment.name,
@@ -88,7 +91,8 @@ def initial_manifest(
         "overrides": overrides,
         "git_revision": git_revision(),
         "config": redact_config(to_container(cfg)),
-        "resolved": (resolved or Resolved.from_config(cfg)).to_dict(),
+        "resolved": resolved.to_dict(),
+        "inferred": inferred_from_config(cfg, resolved),  # the same block an ingested run carries
         "dispatch": {
             "executor": str(getattr(cfg.cluster.executor, "value", cfg.cluster.executor)),
             "state": "SUBMITTING",

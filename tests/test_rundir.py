@@ -39,6 +39,15 @@ def test_emulated_run_writes_its_resolved_layout_and_metrics_once(tmp_path: Path
     manifest = json.loads(paths.manifest.read_text())
     assert manifest["status"] == "completed"
     assert manifest["resolved"] == Resolved.from_config(cfg).to_dict()
+    # the same `inferred` block an ingested run carries, each value sourced from the config
+    assert manifest["inferred"]["gpus"] == {
+        "trainer": {"value": 8, "source": "config: experiment.trainer_gpus"},
+        "rollout": {"value": 8, "source": "config: experiment.generator_gpus"},
+    }
+    assert (manifest["inferred"]["model"]["value"], manifest["inferred"]["hardware"]["value"]) == (
+        "qwen3_8b",
+        "h100_sxm",
+    )
     on_disk = yaml.safe_load(paths.resolved_config.read_text())
     assert on_disk["resolved"]["engines"] == 8 and on_disk["experiment"]["name"] == "smoke"
     assert json.loads(paths.metrics.read_text())["status"] == "completed"

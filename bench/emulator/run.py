@@ -133,7 +133,9 @@ def emulate(cfg: Any, run_dir: Path | str) -> RunPaths:
         "config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),  # redacted by write_manifest
     }
     r = Resolved.from_config(cfg)
-    write_manifest(paths, {**manifest, "resolved": r.to_dict()})
+    from bench.infer import inferred_from_config
+
+    write_manifest(paths, {**manifest, "resolved": r.to_dict(), "inferred": inferred_from_config(cfg, r)})
     rundir.write_resolved_config(paths, manifest["config"], r.to_dict())
     rundir.finish(paths, True, extra=emulate_into(cfg, paths, r))
     return paths
