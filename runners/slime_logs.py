@@ -26,6 +26,7 @@ import math
 import re
 import shlex
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from sys import intern
@@ -333,22 +334,22 @@ def staleness_bound(mode: str | None, shape: dict[str, Any]) -> int | None:
     return interval if mode == "async" and isinstance(interval, int) else None
 
 
-def build_steps(
-    state: LogState, peak_flops: float | None = None, t0: float | None = None
-) -> tuple[list[dict], list[str], dict]:
-    """Trace rows (one per trainer step = rollout id), warnings, and run_info from a scanned log.
+@dataclass
+class _Shape:
+    """The batch facts every step row needs (from the driver's arguments)."""
 
-    Units: seconds, samples, tokens. `sync_s` of step N is the `perf/update_weights_time` printed
-    in step N+1's dict (slime logs the timer before the weight update runs); the last step's is
-    unknown. `native_mfu` = perf/actor_train_tflops (per-GPU model TFLOP/s, 3x forward FLOPs, no
-    recompute) / peak_flops, only when the GPU's peak dense BF16 FLOP/s is given. t_start_s/t_end_s
-    count from t0 (Unix seconds, e.g. the launcher's start), else from the earliest logged timestamp.
-    """
-    t0 = state.first_ts if t0 is None else t0
-    warnings: list[str] = []
-    shape = batch_shape(state)
-    prompts = shape.get("rollout_batch_size") if isinstance(shape.get("rollout_batch_size"), int) else None
-    group = shape.get("n_samples_per_prompt") if isinstance(shape.get("n_samples_per_prompt"), int) else None
+    prompts: int | None  # --rollout-batch-size
+    group: int | None  # --n-samples-per-prompt
+    samples: int | None
+    rollout_gpus: int | None
+    drops_possible: bool  # over-sampling, a dynamic filter or partial rollout can drop or carry samples
+
+
+def _shape(shape: dict[str, Any], warnings: list[str]) -> _Shape:
+    def whole(key: str) -> int | None:
+        return shape.get(key) if isinstance(shape.get(key), int) else None
+
+    prompts, group = whole("rollout_batch_size"), whole("n_samples_per_prompt")
     samples = prompts * group if prompts and group else None
     if samples is None:
         warnings.append(
@@ -365,9 +366,10 @@ def build_steps(
         warnings.append(
             "over-sampling / dynamic filter / partial rollout on: slime does not log discarded tokens, generated_tokens left null"
         )
-    rollout_gpus = shape.get("rollout_num_gpus") if isinstance(shape.get("rollout_num_gpus"), int) else None
+    return _Shape(prompts, group, samples, whole("rollout_num_gpus"), drops_possible)
 
-    train_ids = sorted(state.train_perf)
+
+def _record_warnings(state: LogState, train_ids: list[int], warnings: list[str]) -> None:
     if not train_ids and state.rollout_perf:
         warnings.append(
             "no train-side perf records: rollout-only run (--debug-rollout-only?) or the trainer never logged"
@@ -380,76 +382,103 @@ def build_steps(
     if train_ids:
         warnings.append(f"step {train_ids[-1]}: sync_s unknown (its update_weights time is never logged)")
 
-    rows = []
-    for k in train_ids or sorted(state.rollout_perf):
-        tp, rp, tr = state.train_perf.get(k), state.rollout_perf.get(k), state.train_rollout.get(k)
-        nxt = state.train_perf.get(k + 1)
-        step_s = _num(tp, "perf/step_time")
-        row: dict[str, Any] = {
-            "step": k,
-            "step_s": step_s,
-            "wait_s": _num(tp, "perf/train_wait_time"),
-            "gen_s": _num(rp, "perf/rollout_time"),
-            "logprob_s": _sum(
-                tp, ("perf/log_probs_time", "perf/ref_log_probs_time", "perf/teacher_log_probs_time")
-            ),
-            "compute_s": _num(tp, "perf/actor_train_time"),
-            "sync_s": _num(nxt, "perf/update_weights_time"),
-            "samples": samples if tp else None,
-            "prompts": prompts if tp else None,
-            "reward_mean": _num(tr, "rollout/raw_reward"),
-            "native_wait_time_ratio": _num(tp, "perf/wait_time_ratio"),
-            "native_actor_train_tflops": _num(tp, "perf/actor_train_tflops"),
-            "native_actor_train_tok_per_s": _num(tp, "perf/actor_train_tok_per_s"),
-            "native_train_time_s": _num(tp, "perf/train_time"),
-            "native_tokens_per_gpu_per_s": _num(rp, "perf/tokens_per_gpu_per_sec"),
-            "native_partial_samples_buffered": (
-                float(state.partial_by_rollout[k]) if k in state.partial_by_rollout else None
-            ),
-        }
-        ts = state.train_perf_ts.get(k)
-        if ts is not None and t0 is not None:
-            row["t_end_s"] = ts - t0
-            row["t_start_s"] = row["t_end_s"] - step_s if step_s is not None else None
-        tflops = row["native_actor_train_tflops"]
-        row["native_mfu"] = tflops * 1e12 / peak_flops if tflops is not None and peak_flops else None
-        resp, total = _num(tr, "rollout/response_lengths"), _num(tr, "rollout/total_lengths")
-        if samples and resp is not None:
-            row["response_tokens"] = round(resp * samples)
-            if total is not None:
-                row["prompt_tokens"] = round((total - resp) * samples)
-        tok_rate, gen = _num(rp, "perf/tokens_per_gpu_per_sec"), row["gen_s"]
-        if not drops_possible and tok_rate is not None and gen is not None and rollout_gpus:
-            # identity from slime's own definition: sum(kept response lengths) / rollout_time / rollout GPUs
-            row["generated_tokens"] = round(tok_rate * gen * rollout_gpus)
-        if rp:
-            drops = [
-                v
-                for key, v in rp.items()
-                if key.startswith("rollout/dynamic_filter/drop_") and isinstance(v, int | float)
-            ]
-            if drops and group:
-                row["filtered_samples"] = round(sum(drops) * group)
-            # Groups whose rewards are all 1 (solved by every sample) / all 0: Miles logs the share of
-            # kept groups (its "percentage" keys are fractions); slime logs counts per reward value.
-            for col, share, rewards in (
-                ("solve_all_frac", "rollout/zero_std/all_one_percentage", ("1", "1.0")),
-                ("solve_none_frac", "rollout/zero_std/all_zero_percentage", ("0", "0.0")),
-            ):
-                if _num(rp, share) is not None:
-                    row[col] = _num(rp, share)
-                elif prompts:
-                    counts = [_num(rp, f"rollout/zero_std/count_{r}") for r in rewards]
-                    if any(c is not None for c in counts):
-                        row[col] = sum(c for c in counts if c is not None) / prompts
-            # Miles logs the policy version of the kept samples; the trainer is at version k + 1
-            # when it trains on rollout k (version 1 = the initial weight push).
-            wv_mean, wv_min = _num(rp, "rollout/weight_version/mean"), _num(rp, "rollout/weight_version/min")
-            if wv_mean is not None:
-                row["staleness_mean"] = (k + 1) - wv_mean
-            if wv_min is not None:
-                row["staleness_max"] = (k + 1) - wv_min
-        rows.append({key: v for key, v in row.items() if v is not None})
+
+def _step_row(state: LogState, k: int, sh: _Shape, peak_flops: float | None, t0: float | None) -> dict:
+    """One trace row for rollout id k: timings, batch, tokens, native counters."""
+    tp, rp, tr = state.train_perf.get(k), state.rollout_perf.get(k), state.train_rollout.get(k)
+    step_s = _num(tp, "perf/step_time")
+    row: dict[str, Any] = {
+        "step": k,
+        "step_s": step_s,
+        "wait_s": _num(tp, "perf/train_wait_time"),
+        "gen_s": _num(rp, "perf/rollout_time"),
+        "logprob_s": _sum(
+            tp, ("perf/log_probs_time", "perf/ref_log_probs_time", "perf/teacher_log_probs_time")
+        ),
+        "compute_s": _num(tp, "perf/actor_train_time"),
+        "sync_s": _num(state.train_perf.get(k + 1), "perf/update_weights_time"),
+        "samples": sh.samples if tp else None,
+        "prompts": sh.prompts if tp else None,
+        "reward_mean": _num(tr, "rollout/raw_reward"),
+        "native_wait_time_ratio": _num(tp, "perf/wait_time_ratio"),
+        "native_actor_train_tflops": _num(tp, "perf/actor_train_tflops"),
+        "native_actor_train_tok_per_s": _num(tp, "perf/actor_train_tok_per_s"),
+        "native_train_time_s": _num(tp, "perf/train_time"),
+        "native_tokens_per_gpu_per_s": _num(rp, "perf/tokens_per_gpu_per_sec"),
+        "native_partial_samples_buffered": (
+            float(state.partial_by_rollout[k]) if k in state.partial_by_rollout else None
+        ),
+    }
+    ts = state.train_perf_ts.get(k)
+    if ts is not None and t0 is not None:
+        row["t_end_s"] = ts - t0
+        row["t_start_s"] = row["t_end_s"] - step_s if step_s is not None else None
+    tflops = row["native_actor_train_tflops"]
+    row["native_mfu"] = tflops * 1e12 / peak_flops if tflops is not None and peak_flops else None
+    resp, total = _num(tr, "rollout/response_lengths"), _num(tr, "rollout/total_lengths")
+    if sh.samples and resp is not None:
+        row["response_tokens"] = round(resp * sh.samples)
+        if total is not None:
+            row["prompt_tokens"] = round((total - resp) * sh.samples)
+    tok_rate, gen = _num(rp, "perf/tokens_per_gpu_per_sec"), row["gen_s"]
+    if not sh.drops_possible and tok_rate is not None and gen is not None and sh.rollout_gpus:
+        # identity from slime's own definition: sum(kept response lengths) / rollout_time / rollout GPUs
+        row["generated_tokens"] = round(tok_rate * gen * sh.rollout_gpus)
+    if rp:
+        row.update(_rollout_quality(rp, k, sh))
+    return {key: v for key, v in row.items() if v is not None}
+
+
+def _rollout_quality(rp: dict[str, Any], k: int, sh: _Shape) -> dict[str, Any]:
+    """Filtered samples, solve-all/none shares and staleness of rollout k, from its rollout dict."""
+    out: dict[str, Any] = {}
+    drops = [
+        v
+        for key, v in rp.items()
+        if key.startswith("rollout/dynamic_filter/drop_") and isinstance(v, int | float)
+    ]
+    if drops and sh.group:
+        out["filtered_samples"] = round(sum(drops) * sh.group)
+    # Groups whose rewards are all 1 (solved by every sample) / all 0: Miles logs the share of
+    # kept groups (its "percentage" keys are fractions); slime logs counts per reward value.
+    for col, share, rewards in (
+        ("solve_all_frac", "rollout/zero_std/all_one_percentage", ("1", "1.0")),
+        ("solve_none_frac", "rollout/zero_std/all_zero_percentage", ("0", "0.0")),
+    ):
+        if _num(rp, share) is not None:
+            out[col] = _num(rp, share)
+        elif sh.prompts:
+            counts = [_num(rp, f"rollout/zero_std/count_{r}") for r in rewards]
+            if any(c is not None for c in counts):
+                out[col] = sum(c for c in counts if c is not None) / sh.prompts
+    # Miles logs the policy version of the kept samples; the trainer is at version k + 1
+    # when it trains on rollout k (version 1 = the initial weight push).
+    wv_mean, wv_min = _num(rp, "rollout/weight_version/mean"), _num(rp, "rollout/weight_version/min")
+    if wv_mean is not None:
+        out["staleness_mean"] = (k + 1) - wv_mean
+    if wv_min is not None:
+        out["staleness_max"] = (k + 1) - wv_min
+    return out
+
+
+def build_steps(
+    state: LogState, peak_flops: float | None = None, t0: float | None = None
+) -> tuple[list[dict], list[str], dict]:
+    """Trace rows (one per trainer step = rollout id), warnings, and run_info from a scanned log.
+
+    Units: seconds, samples, tokens. `sync_s` of step N is the `perf/update_weights_time` printed
+    in step N+1's dict (slime logs the timer before the weight update runs); the last step's is
+    unknown. `native_mfu` = perf/actor_train_tflops (per-GPU model TFLOP/s, 3x forward FLOPs, no
+    recompute) / peak_flops, only when the GPU's peak dense BF16 FLOP/s is given. t_start_s/t_end_s
+    count from t0 (Unix seconds, e.g. the launcher's start), else from the earliest logged timestamp.
+    """
+    t0 = state.first_ts if t0 is None else t0
+    warnings: list[str] = []
+    shape = batch_shape(state)
+    sh = _shape(shape, warnings)
+    train_ids = sorted(state.train_perf)
+    _record_warnings(state, train_ids, warnings)
+    rows = [_step_row(state, k, sh, peak_flops, t0) for k in train_ids or sorted(state.rollout_perf)]
 
     first = state.train_perf.get(train_ids[0]) if train_ids else None
     mode = _mode(shape, state.argv)
