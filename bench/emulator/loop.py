@@ -91,7 +91,7 @@ class Loop:
         self.queued: deque[Queued] = deque()  # in flight, waiting for an engine slot
         self.partial: deque[int] = deque()  # groups aborted at a batch fill, buffered to resume
         self.resumed: set[int] = set()
-        self.unresolved: list = []  # engine records of fresh groups: finish times computed at the end
+        self.unresolved: list = []  # fresh groups finished: (group, engine record, policy version)
         self.filling = 1  # the step whose batch is being filled
         self.batches: dict[int, Batch] = {1: Batch(1)}
         self.round_dispatched = 0  # last step whose round of groups went out (round dispatch)
@@ -176,10 +176,10 @@ class Loop:
             r["t_finish"][idx] = self.generator.finish_times([record], *placed)[0][running]
             r["version_end"][idx], r["status"][idx] = self.version, PENDING
             r["tokens"][idx] = r["seg_work"][idx]
-        else:  # finish times of fresh groups are computed all at once at the end
-            self.unresolved.append((g, record))
-            r["version_end"][rows], r["status"][rows] = self.version, PENDING
-            r["tokens"][rows] = r["seg_work"][rows]
+        else:  # a fresh group's finish times, end version and tokens are filled in at the end, all
+            # at once (nothing reads them before: only running rollouts are stopped or resumed)
+            self.unresolved.append((g, record, self.version))
+            r["status"][rows] = PENDING
         self._to_batch(g, t)
 
     def _to_batch(self, g: int, t: float) -> None:
@@ -288,10 +288,12 @@ class Loop:
         for g in self.partial:  # buffered partial rollouts never resumed: the run ended
             self.rollouts.mark(g, ABORTED, (RESUMED,))
         if self.unresolved:
-            groups, records = zip(*self.unresolved, strict=True)
+            groups, records, versions = zip(*self.unresolved, strict=True)
             idx, r = self.rollouts.members(list(groups)), self.rollouts.table.cols
             placed = r["delay"][idx].reshape(-1, self.G), r["work"][idx].reshape(-1, self.G)
             r["t_finish"][idx] = self.generator.finish_times(list(records), *placed).ravel()
+            r["version_end"][idx] = np.repeat(np.array(versions, dtype=np.int64), self.G)
+            r["tokens"][idx] = r["seg_work"][idx]
         wall = self.trainer.last_end
         segments, draws = self.rollouts.segments(self.next_group * self.G)
         return Result(
