@@ -11,6 +11,7 @@ docs/frameworks.md`); this module only lays the page out.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 # (override applied to experiment=smoke, why this change is shown). Values differ from the smoke
@@ -111,4 +112,5 @@ def page(docs: list[FrameworkDoc]) -> str:
     lines += ["## Log formats the parsers accept", ""]
     for d in docs:
         lines += [f"### {d.name} (pinned {d.version})", "", *_format_rows(d.parser_formats), ""]
-    return "\n".join(lines)
+    # cluster=local keeps prepared data in the checkout: the page must not depend on where it is
+    return "\n".join(lines).replace(str(Path(__file__).resolve().parent.parent), "<repo>")

@@ -10,6 +10,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 OPD = SHARED / "fixtures" / "opd-benchmark" / "opd-frameworks"
+REPO_MARK = "<repo>"
+
+
+def repo_neutral(text: str) -> str:
+    """A render with this checkout's absolute path written as <repo>: cluster=local and testbed keep
+    prepared data under the checkout (.data/, .models/), and a golden must not depend on where the
+    repository was cloned."""
+    return text.replace(str(REPO), REPO_MARK)
 
 
 @pytest.fixture(scope="session")

@@ -30,7 +30,7 @@ from verl_wheel import verl_config_root
 from bench.config import CONF_DIR, compose
 from bench.trace import read_steps, write_steps
 from runners.base import Runner, load_runner
-from tests.conftest import OPD
+from tests.conftest import OPD, repo_neutral
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden"
@@ -114,9 +114,10 @@ def test_render_matches_the_goldens_byte_for_byte(framework, tmp_path):
         want = sorted(p.name for p in (GOLDEN / framework / experiment).iterdir())
         assert sorted(p.name for p in (tmp_path / experiment).iterdir()) == want
         for name in want:
-            assert (tmp_path / experiment / name).read_text() == (
-                GOLDEN / framework / experiment / name
-            ).read_text(), f"{framework}/{experiment}/{name} differs from the golden"
+            assert (
+                repo_neutral((tmp_path / experiment / name).read_text())
+                == (GOLDEN / framework / experiment / name).read_text()
+            ), f"{framework}/{experiment}/{name} differs from the golden"
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

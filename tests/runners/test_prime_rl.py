@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from bench.config import compose
-from runners.data_paths import REPO
 from bench.trace import read_steps, write_rollouts, write_steps
 from runners.base import load_runner
+from runners.data_paths import REPO
 from runners.prime_rl import KEYS, check_keys, layout, load_schema, toml_dumps
+from tests.conftest import repo_neutral
 from tests.runners.stub_job import run_stub_job
 
 GOLDEN = Path(__file__).parent / "golden" / "prime_rl"
@@ -85,7 +86,9 @@ def test_smoke_translation_counts_rollouts_and_sets_group_size():
     source = orch["train"]["source"][0]
     assert source["env"]["taskset"] == {
         "id": "math-env-v1",
-        "dataset_name": str(REPO / ".data" / "BytedTsinghua-SIA__DAPO-Math-17k" / "prime_rl"),  # bench prepare's
+        "dataset_name": str(
+            REPO / ".data" / "BytedTsinghua-SIA__DAPO-Math-17k" / "prime_rl"
+        ),  # bench prepare's
     }
     assert orch["renderer"]["name"] == "qwen3"
 
@@ -201,9 +204,9 @@ def test_golden_render(tmp_path, exp):
     if os.environ.get("UPDATE_GOLDEN") == "1":
         golden.mkdir(parents=True, exist_ok=True)
         for f in tmp_path.iterdir():
-            shutil.copy(f, golden / f.name)
+            (golden / f.name).write_text(repo_neutral(f.read_text()))
     for name in ("command.json", "rl.toml", "job.sbatch"):
-        assert (tmp_path / name).read_text() == (golden / name).read_text(), (
+        assert repo_neutral((tmp_path / name).read_text()) == (golden / name).read_text(), (
             f"{exp}/{name} differs from the golden"
         )
 

@@ -19,6 +19,7 @@ from runners import slime
 from runners.base import load_runner
 from runners.data_paths import REPO
 from runners.slime_logs import LogState, build_steps, parse_payload
+from tests.conftest import repo_neutral
 
 GOLDEN = Path(__file__).parent / "golden" / "slime"
 H100_PEAK = 989.0e12  # conf/hardware/h100_sxm.yaml, FLOP/s
@@ -387,9 +388,11 @@ def test_golden_render(exp, tmp_path):
     if os.environ.get("UPDATE_GOLDEN"):
         golden.mkdir(parents=True, exist_ok=True)
         for n in names:
-            (golden / n).write_text((tmp_path / n).read_text())
+            (golden / n).write_text(repo_neutral((tmp_path / n).read_text()))
     for n in names:
-        assert (tmp_path / n).read_text() == (golden / n).read_text(), f"{exp}/{n} differs from the golden"
+        assert repo_neutral((tmp_path / n).read_text()) == (golden / n).read_text(), (
+            f"{exp}/{n} differs from the golden"
+        )
     assert json.loads((tmp_path / "command.json").read_text())["framework"] == "slime"
 
 
