@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.report.diagnose import diagnose, resources
-from bench.report.load import ReportError, load, resolved_config
+from bench.report.load import ReportError, load_attempts, resolved_config
 
 __all__ = ["ReportError", "build", "main"]
 
@@ -28,13 +28,15 @@ def build(result_dirs: list[Path | str], out_dir: Path | str, all_runs: bool = F
     listed apart, never as empty rows. Raises ReportError when no run directory is found.
     """
     from bench.report import figures, render
+    from bench.report.experience import experience
     from bench.report.findings import VERDICT_LINES, findings, verdict_groups
+    from bench.report.overview import overview
     from bench.report.pool import fork_map
     from bench.report.series import load_series
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    every, full = load(result_dirs, all_runs=all_runs)
+    every, full, superseded = load_attempts(result_dirs, all_runs=all_runs)
     ran = [i for i, r in enumerate(every) if r.metrics]
     runs = [every[i] for i in ran]
     not_ran = [r for r in every if not r.metrics]
@@ -62,6 +64,8 @@ def build(result_dirs: list[Path | str], out_dir: Path | str, all_runs: bool = F
         "table": table,
         "full": render.full_table(runs, summary),
         "findings": findings(runs, summary, not_ran),
+        "overview": overview(runs),
+        "experience": experience(every + superseded),
         "sweep": _sweep_text(summary),
         "figures": figs,
         "details": render.run_details(runs, series, summary, verdicts, ledgers),

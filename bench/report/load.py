@@ -157,7 +157,11 @@ def dispatch(manifest: dict[str, Any]) -> dict[str, Any]:
 
 
 def failure_reason(manifest: dict[str, Any]) -> str:
-    """Why a run failed or is partial: manifest `reason`, else dispatch.reason; "" when none."""
+    """Why a run failed or is partial: manifest `reason`, else the `failure` ingest read from the
+    logs (message, file:line, phase), else dispatch.reason; "" when none."""
+    f = manifest.get("failure")
+    if not manifest.get("reason") and isinstance(f, dict) and f.get("message"):
+        return f"{f['message']} ({f.get('source') or 'source not recorded'}, {f.get('phase') or 'phase not recorded'})"
     return str(manifest.get("reason") or dispatch(manifest).get("reason") or "")
 
 
@@ -340,6 +344,15 @@ def latest_per_point(runs: list[Run]) -> tuple[list[Run], list[Run]]:
 def load(result_dirs: list[Path | str], all_runs: bool = False) -> tuple[list[Run], pd.DataFrame]:
     """Discover and read the runs under `result_dirs` (the newest per framework and configuration,
     or every run with `all_runs`); return the runs (in table order) and the summary."""
+    runs, df, _ = load_attempts(result_dirs, all_runs)
+    return runs, df
+
+
+def load_attempts(
+    result_dirs: list[Path | str], all_runs: bool = False
+) -> tuple[list[Run], pd.DataFrame, list[Run]]:
+    """`load`, plus the runs it left out as older attempts of the same point: the software
+    experience counts every attempt, the tables only the newest."""
     runs = [load_run(p) for p in discover(result_dirs)]
     superseded: list[Run] = []
     if not all_runs:
@@ -348,4 +361,4 @@ def load(result_dirs: list[Path | str], all_runs: bool = False) -> tuple[list[Ru
     order = {p: i for i, p in enumerate(df["path"])}
     runs.sort(key=lambda r: order[str(r.paths.root)])
     df.attrs["superseded"] = sorted(r.run_id for r in superseded)
-    return runs, df
+    return runs, df, superseded

@@ -1,0 +1,138 @@
+"""Per framework at a glance: throughput, steady step, energy, MFU with the model it used, and
+where each GPU role's devices sat (metrics.json `gpu_roles`, bench/telemetry.py `role_summary`).
+
+Every figure is metrics.json's, labelled with the run's mode (measured or emulated). Generated
+tokens/s is the one figure derived here: `generated_tokens / wall_s`, both of the same run over
+the wall window metrics.json names. Where the logs do not name each role's devices, the report
+says so and lists the devices unsplit (per nvidia-smi index), never a guessed role split.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from bench.report.load import Run, resolved_config
+from bench.telemetry import role_summary
+
+MIB_PER_GIB = 1024.0
+
+
+def _num(metrics: dict[str, Any], key: str) -> float | None:
+    v = metrics.get(key)
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def generated_tokens_per_s(metrics: dict[str, Any]) -> float | None:
+    """Generated response tokens over the run's wall (tokens/s); None when either is unknown."""
+    tok, wall = _num(metrics, "generated_tokens"), _num(metrics, "wall_s")
+    return tok / wall if tok is not None and wall else None
+
+
+def model_used(run: Run) -> str:
+    """The model the suite's MFU used, with where it came from: the ingested `inferred.model`
+    (name and file:line, or "given"), else the launched run's config; unknown said so."""
+    inf = run.manifest.get("inferred")
+    model = inf.get("model") if isinstance(inf, dict) else None
+    if isinstance(model, dict):
+        if model.get("value") is None:
+            return str(inf.get("model_evidence") or "model unknown")
+        return f"{model.get('name') or model['value']} ({model.get('source') or 'source not recorded'})"
+    cfg_model = resolved_config(run.manifest).get("model")
+    if isinstance(cfg_model, dict) and cfg_model.get("name"):
+        return f"{cfg_model['name']} (run config)"
+    return "model not recorded"
+
+
+def _role_rows(roles: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for role, r in roles.items():
+        if not isinstance(r, dict):
+            continue
+        gpus = ", ".join(map(str, r.get("gpus") or []))
+        rows.append(
+            {
+                "role": role,
+                "gpus": gpus,
+                "util": float(r["util_mean_pct"]),
+                "mem_gib": float(r["mem_peak_mib"]) / MIB_PER_GIB,
+                "energy_wh": float(r["energy_wh"]),
+            }
+        )
+    return sorted(rows, key=lambda x: x["util"])
+
+
+def _devices(run: Run) -> list[dict[str, Any]]:
+    """Per-device telemetry of a one-node run whose roles are not named (labels "GPU i")."""
+    if not run.paths.gpu.is_file():
+        return []
+    gpu = pd.read_parquet(run.paths.gpu)
+    if gpu.empty or ("node" in gpu and gpu["node"].nunique() > 1):
+        return []
+    ids = sorted(int(i) for i in gpu["gpu"].unique())
+    return _role_rows(role_summary(gpu, {f"GPU {i}": [i] for i in ids}))
+
+
+def gpu_roles(run: Run) -> dict[str, Any]:
+    """Rows per role (or per device when roles are not named), the sentence on where idle GPUs
+    sit, and the note when the logs do not split devices by role."""
+    roles = run.metrics.get("gpu_roles")
+    if isinstance(roles, dict) and roles and "missing" not in roles:
+        rows = _role_rows(roles)
+        where = ", ".join(
+            f"{x['role']} GPU{'s' if ',' in x['gpus'] else ''} {x['gpus']} at {x['util']:.1f}%" for x in rows
+        )
+        return {"rows": rows, "by": "role", "note": f"Idlest first: {where} mean utilisation."}
+    why = roles.get("missing") if isinstance(roles, dict) else "metrics.json has no gpu_roles"
+    inf = run.manifest.get("inferred")
+    named = inf.get("gpus") if isinstance(inf, dict) and isinstance(inf.get("gpus"), dict) else {}
+    counts = ", ".join(f"{k} {v.get('value')}" for k, v in named.items() if isinstance(v, dict))
+    rows = _devices(run)
+    note = f"Not split by role: {why}" + (f" (GPUs by role from the config: {counts})" if counts else "")
+    if rows:
+        note += "; per device, idlest first: " + ", ".join(f"{x['role']} at {x['util']:.1f}%" for x in rows)
+    return {"rows": rows, "by": "device", "note": note + "."}
+
+
+def overview(runs: list[Run]) -> list[dict[str, Any]]:
+    """Per run: the headline figures as display strings (None = not reported, with the reason),
+    its badge, the model its MFU used, and its GPU roles."""
+    out = []
+    for i, r in enumerate(runs):
+        m = r.metrics
+        mfu = _num(m, "mfu")
+        figures = {
+            "Trajectories/s": _fmt(_num(m, "trajectories_per_s"), "{:.2f}"),
+            "Generated tokens/s": _fmt(generated_tokens_per_s(m), "{:,.1f}"),
+            "Steady step (s)": _fmt(_num(m, "steady_step_s"), "{:.2f}"),
+            "Energy (Wh)": _fmt(_num(m, "energy_wh"), "{:.1f}"),
+            "MFU, suite (%)": _fmt(None if mfu is None else 100 * mfu, "{:.2f}"),
+        }
+        reasons = {
+            "Trajectories/s": r.missing.get("trajectories_per_s"),
+            "Generated tokens/s": r.missing.get("generated_tokens") or r.missing.get("wall_s"),
+            "Steady step (s)": r.missing.get("steady_step_s"),
+            "Energy (Wh)": r.missing.get("energy_wh"),
+            "MFU, suite (%)": r.missing.get("mfu"),
+        }
+        out.append(
+            {
+                "anchor": f"run-{i}",
+                "label": r.label,
+                "run_id": r.run_id,
+                "badge": "measured" if r.manifest["mode"] == "native" else "emulated",
+                "figures": [
+                    {"name": k, "text": v, "reason": "" if v else (reasons[k] or "not in metrics.json")}
+                    for k, v in figures.items()
+                ],
+                "model": model_used(r),
+                "wall_window": str(m.get("wall_window") or r.manifest.get("wall_window") or "not recorded"),
+                "gpu": gpu_roles(r),
+            }
+        )
+    return out
+
+
+def _fmt(v: float | None, spec: str) -> str:
+    return "" if v is None else spec.format(v)
