@@ -1,0 +1,660 @@
+"""`bench plan (experiment=X | --from RUN_DIR) [gpus=N] [max_staleness=K] [--json] [--out DIR]`:
+how to split a fixed number of GPUs between generation and training, answered by emulation.
+
+Every generator:trainer split of the total (the experiment's, or `gpus=N`) that `bench validate`
+accepts (engine size, whole nodes, batch divisibility) is a candidate; at most `splits=` of them
+(default 16, evenly spaced, the current split always among them) are emulated, each at `seeds=`
+seeds (default 3), at each async bound `bounds=K1,K2,..` (workload.staleness_budget, the
+framework's max_async_level / staleness budget) and each in-flight cap `inflight=X1,X2,..`
+(experiment.oversampling: groups kept in flight or dispatched per batch = prompts x X); both
+default to the experiment's own value. The recommendation maximises useful trained
+tokens per dollar: trained tokens of groups with a non-zero advantage (discarded rollouts are
+never trained) per $, i.e. minimises
+
+    useful $/M = cost_per_mtok_usd / (1 - zero_advantage_frac)     ($ per M useful trained tokens)
+
+among splits whose largest staleness over every seed stays within `max_staleness` (default: the
+experiment's workload.staleness_budget). Production meets consumption where
+bench.report.sweep.crossing says so (the report's rule). Every number is emulated.
+
+`--from RUN_DIR` plans on a measured run's setup with its calibration (fitted as `bench predict`
+does, written to DIR/calibration.yaml); `experiment=X` uses the experiment's own emulator inputs.
+`--cluster NAME` sends the emulations to NAME's Slurm as one job array instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import multiprocessing as mp
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bench.errors import UsageError
+
+SEEDS = 3
+SPLITS = 16
+JOBS = 2  # both cores of the reference machine: the emulations are independent
+# The figures each emulated point keeps (bench.metrics names), and the plan's own objective.
+KEPT = (
+    "trajectories_per_s",
+    "production_samples_per_s",
+    "consumption_samples_per_s",
+    "trainer_idle_frac",
+    "staleness_mean",
+    "staleness_max",
+    "zero_advantage_frac",
+    "oversampling_waste",
+    "cost_per_mtok_usd",
+)
+USEFUL = "useful_cost_per_mtok_usd"
+KNOBS = ("staleness_budget", "oversampling")  # swept beside the split: async bound, in-flight cap
+OWN = {"gpus", "max_staleness", "seeds", "splits", "bounds", "inflight"}  # the plan's own keys
+
+
+@dataclass
+class Setup:
+    """What a plan sweeps around: the base config, the GPUs to split, the bounds, the source."""
+
+    cfg: Any
+    total: int
+    current: tuple[int, int] | None  # (trainer, generator) GPUs of the experiment or run
+    max_staleness: int
+    bounds: list[int]
+    inflight: list[float]
+    seeds: list[int]
+    source: str
+    calibration: str | None = None  # fitted YAML text (--from), written beside the page
+    splits: int = SPLITS  # at most this many splits are emulated
+    notes: list[str] = field(default_factory=list)
+
+
+# ---- candidates --------------------------------------------------------------------------------
+
+
+def with_split(
+    cfg: Any,
+    trainer: int,
+    generator: int,
+    bound: int | None = None,
+    inflight: float | None = None,
+    seed: int | None = None,
+) -> Any:
+    """A copy of cfg at one point of the plan."""
+    c = copy.deepcopy(cfg)
+    c.experiment.trainer_gpus, c.experiment.generator_gpus = trainer, generator
+    if bound is not None:
+        c.workload.staleness_budget = bound
+    if inflight is not None:
+        c.experiment.oversampling = inflight
+    if seed is not None:
+        c.experiment.seed = seed
+    return c
+
+
+def valid_splits(cfg: Any, total: int) -> list[tuple[int, int]]:
+    """(trainer, generator) GPU splits of `total` that bench.validate accepts, generator ascending.
+
+    Only generator counts that are whole engines are put to validate (an engine is the unit the
+    generator pool is made of: validate would refuse the rest anyway, one by one)."""
+    from bench.resolve import Resolved
+    from bench.validate import validate
+
+    engine = max(1, Resolved.from_config(cfg).engine_gpus)
+    return [
+        (total - g, g) for g in range(engine, total, engine) if not validate(with_split(cfg, total - g, g))
+    ]
+
+
+def choose(valid: list[tuple[int, int]], current: tuple[int, int] | None, n: int) -> list[tuple[int, int]]:
+    """At most n splits, evenly spaced over the valid ones, the current split always included."""
+    if len(valid) <= n:
+        return valid
+    idx = {round(i * (len(valid) - 1) / (n - 1)) for i in range(n)} if n > 1 else {0}
+    picked = [valid[i] for i in sorted(idx)]
+    if current in valid and current not in picked:
+        # replace the nearest picked split by the current one, keeping n points
+        nearest = min(picked, key=lambda s: abs(s[1] - current[1]))
+        picked = sorted([s for s in picked if s != nearest] + [current], key=lambda s: s[1])
+    return picked
+
+
+# ---- one emulated point (runs in a pool worker) ------------------------------------------------
+
+_BASE: Any = None  # the base config, set before the pool forks; workers read it, nothing is pickled
+
+
+def emulate_point(item: tuple[int, int, int, float, int]) -> dict[str, Any]:
+    """Emulate (trainer GPUs, generator GPUs, async bound, in-flight cap, seed) of _BASE; its KEPT
+    figures."""
+    from omegaconf import OmegaConf
+
+    from bench import metrics
+    from bench.emulator.run import build
+    from bench.emulator.trace_out import step_rows
+    from bench.resolve import Resolved
+
+    t, g, bound, inflight, seed = item
+    cfg = with_split(_BASE, t, g, bound, inflight, seed)
+    loop, _, _ = build(cfg, Resolved.from_config(cfg))
+    result = loop.run()
+    # the run's metrics through bench.metrics' own functions, on the trace held in memory
+    manifest = {
+        "mode": "emulated",
+        "wall_s": result.wall_s,
+        "config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
+    }
+    c = metrics.Context(manifest, pd.DataFrame(step_rows(result)), None, None)
+    for name, fn in metrics.METRICS.items():
+        try:
+            v = fn(c)
+            c.values[name] = float(v) if v is not None and math.isfinite(v) else None
+        except metrics.Missing as e:
+            c.values[name], c.missing[name] = None, str(e)
+    row = {"trainer_gpus": t, "generator_gpus": g, "staleness_budget": bound, "oversampling": inflight}
+    row["seed"] = seed
+    row.update({k: c.values.get(k) for k in KEPT})
+    za, cost = row["zero_advantage_frac"], row["cost_per_mtok_usd"]
+    row[USEFUL] = cost / (1 - za) if cost is not None and za is not None and za < 1 else None
+    return row
+
+
+def emulate_all(cfg: Any, items: list[tuple[int, int, int, float, int]], jobs: int = JOBS) -> pd.DataFrame:
+    """emulate_point over items, spread over `jobs` forked workers (1: in this process)."""
+    global _BASE
+    _BASE = cfg
+    try:
+        if jobs <= 1 or len(items) <= 1 or "fork" not in mp.get_all_start_methods():
+            return pd.DataFrame([emulate_point(i) for i in items])
+        with ProcessPoolExecutor(min(jobs, len(items)), mp_context=mp.get_context("fork")) as pool:
+            return pd.DataFrame(list(pool.map(emulate_point, items)))
+    finally:
+        _BASE = None
+
+
+# ---- the answer --------------------------------------------------------------------------------
+
+
+def summarise(rows: pd.DataFrame, max_staleness: int) -> pd.DataFrame:
+    """One row per (async bound, in-flight cap, split): mean and seed band (min, max) of every figure, through
+    bench.report.sweep.points, with `staleness_ok` (every seed within max_staleness) and `met`
+    (production reaches bench.report.sweep.MEET x consumption)."""
+    from bench.report.sweep import MEET, points
+
+    out = []
+    for (bound, inflight), g in rows.groupby(list(KNOBS)):
+        pts = points(g.drop(columns=list(KNOBS)).assign(sweep_value=g["generator_gpus"]))
+        pts["staleness_budget"], pts["oversampling"] = bound, inflight
+        out.append(pts)
+    pts = pd.concat(out, ignore_index=True)
+    pts["trainer_gpus"] = pts["trainer_gpus"].astype(int)
+    pts["generator_gpus"] = pts["generator_gpus"].astype(int)
+    pts["staleness_ok"] = pts["staleness_max_max"].fillna(math.inf) <= max_staleness
+    ratio = pts["production_samples_per_s"] / pts["consumption_samples_per_s"]
+    pts["met"] = ratio >= MEET
+    return pts
+
+
+def knob(bound: Any, inflight: Any) -> str:
+    """The label of one (async bound, in-flight cap) curve."""
+    return f"bound {int(bound)}, in-flight x{float(inflight):g}"
+
+
+def crossings(pts: pd.DataFrame) -> dict[str, float | None]:
+    """Generator GPUs where production reaches consumption, per (async bound, in-flight cap) curve
+    (the report's rule)."""
+    from bench.report.sweep import crossing
+
+    return {knob(*k): crossing(g.sort_values("sweep_value")) for k, g in pts.groupby(list(KNOBS))}
+
+
+def recommend(pts: pd.DataFrame) -> pd.Series | None:
+    """The point with the lowest mean useful $/M among those within the staleness bound."""
+    ok = pts[pts["staleness_ok"] & pts[USEFUL].notna()]
+    return None if ok.empty else ok.loc[ok[USEFUL].idxmin()]
+
+
+def current_point(pts: pd.DataFrame, s: Setup) -> pd.Series | None:
+    if s.current is None:
+        return None
+    t, g = s.current
+    bound, inflight = int(s.cfg.workload.staleness_budget), float(s.cfg.experiment.oversampling)
+    m = pts[(pts.trainer_gpus == t) & (pts.generator_gpus == g) & (pts.staleness_budget == bound)]
+    m = m[m.oversampling == inflight]
+    return None if m.empty else m.iloc[0]
+
+
+def sentence(rec: pd.Series | None, cur: pd.Series | None, max_staleness: int, n_seeds: int) -> str:
+    """The recommendation in one sentence (emulated, mean of the seeds)."""
+    if rec is None:
+        return (
+            f"no split keeps staleness within {max_staleness} with a known $/M: no recommendation (emulated)"
+        )
+    where = f"{int(rec.trainer_gpus)} trainer : {int(rec.generator_gpus)} generator GPUs"
+    tail = f" (emulated, mean of {n_seeds} seeds)"
+    if cur is None:
+        return (
+            f"run {where}: trajectories/s {_g(rec.trajectories_per_s)}, trainer idle "
+            f"{_pct(rec.trainer_idle_frac)}, useful $/M {_g(rec[USEFUL])}" + tail
+        )
+    dt = int(rec.trainer_gpus) - int(cur.trainer_gpus)
+    head = (
+        f"move {-dt} trainer GPU{'s' * (-dt != 1)} to rollout"
+        if dt < 0
+        else f"move {dt} rollout GPU{'s' * (dt != 1)} to the trainer"
+        if dt > 0
+        else f"keep {where}"
+    )
+    if int(rec.staleness_budget) != int(cur.staleness_budget):
+        head += f", async bound {int(cur.staleness_budget)} -> {int(rec.staleness_budget)}"
+    if float(rec.oversampling) != float(cur.oversampling):
+        head += f", in-flight cap x{float(cur.oversampling):g} -> x{float(rec.oversampling):g}"
+    change = (rec[USEFUL] / cur[USEFUL] - 1) if cur[USEFUL] else math.nan
+    return (
+        f"{head}: trajectories/s {_g(cur.trajectories_per_s)} -> {_g(rec.trajectories_per_s)}, "
+        f"trainer idle {_pct(cur.trainer_idle_frac)} -> {_pct(rec.trainer_idle_frac)}, "
+        f"useful $/M {change:+.0%}" + tail
+    )
+
+
+def split_dict(row: pd.Series | None) -> dict[str, int] | None:
+    if row is None:
+        return None
+    # the experiments this plans have no teacher role: 0 GPUs is what they hold, not a default
+    return {
+        "trainer_gpus": int(row.trainer_gpus),
+        "generator_gpus": int(row.generator_gpus),
+        "teacher_gpus": 0,
+        "staleness_budget": int(row.staleness_budget),
+        "oversampling": float(row.oversampling),
+    }
+
+
+def _g(v: float) -> str:
+    return "-" if v is None or v != v else f"{v:.3g}"
+
+
+def _pct(v: float) -> str:
+    return "-" if v is None or v != v else f"{100 * v:.0f}%"
+
+
+# ---- setup: experiment=X or --from RUN_DIR -----------------------------------------------------
+
+
+def _ints(key: str, text: str) -> list[int]:
+    try:
+        vals = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise UsageError(f"{key}={text}: expected integers (e.g. {key}=3)") from None
+    if any(v < 0 for v in vals):
+        raise UsageError(f"{key}={text}: expected non-negative integers")
+    return vals
+
+
+def _floats(key: str, text: str) -> list[float]:
+    try:
+        vals = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise UsageError(f"{key}={text}: expected numbers (e.g. {key}=1.5,2)") from None
+    if any(not v >= 1 for v in vals):
+        raise UsageError(f"{key}={text}: expected values >= 1 (groups in flight per group a step needs)")
+    return vals
+
+
+def setup(from_dir: Path | None, given: list[str], out: Path) -> Setup:
+    """The plan's Setup from the command line's key=value (plan keys taken out, the rest are
+    overrides); UsageError (one line) on anything wrong, before anything is written."""
+    opts = {k: v for k, _, v in (g.partition("=") for g in given) if k in OWN}
+    rest = [g for g in given if g.partition("=")[0] not in OWN]
+    bad = [g for g in rest if "=" not in g]
+    if bad:
+        raise UsageError(f"unexpected argument {bad[0]!r}; expected key=value (experiment=X, gpus=N, ...)")
+    text = None
+    if from_dir is not None:
+        cfg, source, text = _from_run(from_dir, rest, out)
+    else:
+        cfg, source = _from_experiment(rest)
+    if str(getattr(cfg.experiment.placement, "value", cfg.experiment.placement)).endswith("colocated"):
+        raise UsageError(
+            "experiment.placement=colocated: trainer and generator share every GPU, there is no split "
+            "to plan; pass experiment.placement=disaggregated to plan one"
+        )
+    here = (int(cfg.experiment.trainer_gpus), int(cfg.experiment.generator_gpus))
+    total = _ints("gpus", opts["gpus"])[0] if "gpus" in opts else sum(here)
+    seeds = _ints("seeds", opts.get("seeds", str(SEEDS)))[0]
+    splits = _ints("splits", opts.get("splits", str(SPLITS)))[0]
+    if seeds < 1 or splits < 1:
+        raise UsageError(f"seeds={seeds} splits={splits}: expected at least 1 of each")
+    budget = int(cfg.workload.staleness_budget)
+    return Setup(
+        cfg=cfg,
+        total=total,
+        current=here if sum(here) == total else None,
+        max_staleness=_ints("max_staleness", opts["max_staleness"])[0] if "max_staleness" in opts else budget,
+        bounds=_ints("bounds", opts["bounds"]) if "bounds" in opts else [budget],
+        inflight=_floats("inflight", opts["inflight"])
+        if "inflight" in opts
+        else [float(cfg.experiment.oversampling)],
+        seeds=[int(cfg.experiment.seed) + i for i in range(seeds)],
+        source=source,
+        calibration=text,
+        notes=[]
+        if sum(here) == total
+        else [f"gpus={total} differs from the experiment's {sum(here)}: no current split"],
+        splits=splits,
+    )
+
+
+def _from_experiment(rest: list[str]) -> tuple[Any, str]:
+    from hydra.errors import HydraException
+
+    from bench.config import compose, group_options
+
+    exp = [g.split("=", 1)[1] for g in rest if g.startswith("experiment=")]
+    if not exp:
+        raise UsageError("name what to plan: experiment=X (conf/experiment) or --from RUN_DIR")
+    if exp[0] not in group_options("experiment"):
+        raise UsageError(
+            f"experiment {exp[0]!r} not found; choose one of {', '.join(group_options('experiment'))}"
+        )
+    try:
+        cfg = compose(rest)
+        if not any(g.startswith("framework=") for g in rest):  # the experiment's own framework
+            cfg = compose([*rest, f"framework={cfg.experiment.frameworks[0]}"])
+    except HydraException as e:
+        raise UsageError(f"cannot compose the overrides: {str(e).splitlines()[0]}") from None
+    return cfg, f"experiment={exp[0]} ({cfg.framework.name}, the experiment's own emulator inputs)"
+
+
+def _from_run(run_dir: Path, rest: list[str], out: Path) -> tuple[Any, str, str | None]:
+    """The run's setup and calibration, composed as `bench predict` composes a replay (the run's
+    own framework); the fitted calibration's YAML text is returned for the plan directory."""
+    from bench import calibrate, predict
+
+    manifest, _, _ = calibrate.read_run(run_dir)
+    fw = [g for g in rest if g.startswith("framework=")] or [f"framework={manifest.get('framework')}"]
+    others = [g for g in rest if not g.startswith("framework=")]
+    cfg, frm, text = predict.plan(run_dir, [*fw, *others], out / "calibration")
+    source = f"--from {run_dir} ({frm['run_framework']} run, calibration {'fitted now' if text else frm['calibration']})"
+    return cfg, source, text
+
+
+# ---- the plan ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    """A finished plan: every point (seed-banded), the crossing, the recommendation."""
+
+    setup: Setup
+    splits: list[tuple[int, int]]
+    rows: pd.DataFrame  # one row per emulation
+    points: pd.DataFrame  # one row per (bound, in-flight cap, split)
+    crossing: dict[int, float | None]
+    recommended: pd.Series | None
+    current: pd.Series | None
+    sentence: str
+
+
+def candidate_splits(s: Setup) -> list[tuple[int, int]]:
+    """The splits to emulate; UsageError when no split of s.total passes validate."""
+    valid = valid_splits(s.cfg, s.total)
+    if not valid:
+        from bench.resolve import Resolved
+
+        engine = Resolved.from_config(s.cfg).engine_gpus
+        raise UsageError(
+            f"gpus={s.total}: no trainer:generator split passes bench validate (engines of {engine} GPUs, "
+            f"cluster.gpus_per_node={s.cfg.cluster.gpus_per_node}); choose gpus= a larger multiple of both"
+        )
+    return choose(valid, s.current, s.splits)
+
+
+def items_of(s: Setup, splits: list[tuple[int, int]]) -> list[tuple[int, int, int, float, int]]:
+    return [(t, g, b, x, seed) for b in s.bounds for x in s.inflight for t, g in splits for seed in s.seeds]
+
+
+def make_plan(s: Setup, jobs: int = JOBS) -> Plan:
+    """Emulate every (split, bound, seed) of s and answer."""
+    splits = candidate_splits(s)
+    rows = emulate_all(s.cfg, items_of(s, splits), jobs)
+    return answer(s, splits, rows)
+
+
+def answer(s: Setup, splits: list[tuple[int, int]], rows: pd.DataFrame) -> Plan:
+    pts = summarise(rows, s.max_staleness)
+    rec, cur = recommend(pts), current_point(pts, s)
+    return Plan(
+        s, splits, rows, pts, crossings(pts), rec, cur, sentence(rec, cur, s.max_staleness, len(s.seeds))
+    )
+
+
+TABLE = (  # (column, header, format) of the printed table and the page's
+    ("trainer_gpus", "trainer", "{:.0f}"),
+    ("generator_gpus", "generator", "{:.0f}"),
+    ("staleness_budget", "bound", "{:.0f}"),
+    ("oversampling", "in-flight", "x{:g}"),
+    ("trajectories_per_s", "traj/s", "{:.3g}"),
+    ("production_samples_per_s", "production/s", "{:.3g}"),
+    ("consumption_samples_per_s", "consumption/s", "{:.3g}"),
+    ("trainer_idle_frac", "trainer idle", "{:.0%}"),
+    ("staleness_max_max", "staleness max", "{:.0f}"),
+    ("zero_advantage_frac", "zero-adv", "{:.0%}"),
+    ("cost_per_mtok_usd", "$/M trained", "{:.3g}"),
+    (USEFUL, "$/M useful", "{:.3g}"),
+)
+
+
+def table_rows(p: Plan) -> list[list[str]]:
+    """The table's cells, one row per point; seed bands as [min, max] beside the mean."""
+    out = []
+    for _, r in p.points.sort_values([*KNOBS, "generator_gpus"]).iterrows():
+        cells = []
+        for col, _, fmt in TABLE:
+            v = r[col]
+            cell = "-" if v != v else fmt.format(v)
+            if (
+                f"{col}_min" in r
+                and col not in ("trainer_gpus", "generator_gpus", *KNOBS)
+                and r[f"{col}_min"] == r[f"{col}_min"]
+            ):
+                lo, hi = fmt.format(r[f"{col}_min"]), fmt.format(r[f"{col}_max"])
+                cell += f" [{lo}, {hi}]" if lo != hi else ""
+            cells.append(cell)
+        mark = "★" if p.recommended is not None and r.name == p.recommended.name else ""
+        mark += "·" if p.current is not None and r.name == p.current.name else ""
+        mark += "" if r["staleness_ok"] else "✗"
+        out.append([mark, *cells])
+    return out
+
+
+def print_table(p: Plan) -> None:
+    head = ["", *(h for _, h, _ in TABLE)]
+    rows = table_rows(p)
+    w = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
+    print("  ".join(h.rjust(n) for h, n in zip(head, w, strict=True)))
+    for row in rows:
+        print("  ".join(c.rjust(n) for c, n in zip(row, w, strict=True)))
+    print(
+        f"(emulated; mean [min, max] over {len(p.setup.seeds)} seeds; ★ recommended, · current, ✗ staleness over {p.setup.max_staleness})"
+    )
+
+
+def to_json(p: Plan) -> dict[str, Any]:
+    keep = ["trainer_gpus", "generator_gpus", *KNOBS, "n_runs", "staleness_ok", "met"]
+    band = [c for c in p.points.columns if c.removesuffix("_min").removesuffix("_max") in (*KEPT, USEFUL)]
+    pts = []
+    for _, r in p.points.sort_values([*KNOBS, "generator_gpus"]).iterrows():
+        d = {k: (r[k].item() if hasattr(r[k], "item") else r[k]) for k in keep + band}
+        d = {k: (None if isinstance(v, float) and v != v else v) for k, v in d.items()}
+        pts.append({**d, "teacher_gpus": 0, "emulated": True})
+    return {
+        "recommended": split_dict(p.recommended),
+        "current": split_dict(p.current),
+        "sentence": p.sentence,
+        "crossing_generator_gpus": p.crossing,
+        "objective": "min useful $/M = cost_per_mtok_usd / (1 - zero_advantage_frac), staleness_max <= max_staleness",
+        "max_staleness": p.setup.max_staleness,
+        "total_gpus": p.setup.total,
+        "seeds": p.setup.seeds,
+        "source": p.setup.source,
+        "mode": "emulated",
+        "points": pts,
+    }
+
+
+# ---- the page ----------------------------------------------------------------------------------
+
+
+def figure(p: Plan, path: Path) -> str:
+    """Production and consumption, trainer idle, staleness and useful $/M against the generator
+    GPUs, each with its seed band (bench.report.figures' band drawing); PNG to `path`, returned
+    base64 for the HTML."""
+    import base64
+
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    from bench.report.figures import DPI, _band
+
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, axes = plt.subplots(1, 4, figsize=(15, 3.8))
+    pal = sns.color_palette("tab10")
+    panels = [
+        ("trainer_idle_frac", "trainer idle (%)", 100),
+        ("staleness_max", "staleness max (versions)", 1),
+        (USEFUL, "$ / M useful trained tokens", 1),
+    ]
+    for k, (key, pts) in enumerate(p.points.groupby(list(KNOBS))):
+        pts, color, tag = pts.sort_values("sweep_value"), pal[k % 10], knob(*key)
+        _band(axes[0], pts, "production_samples_per_s", 1, color, "-", f"production ({tag})")
+        _band(axes[0], pts, "consumption_samples_per_s", 1, color, "--", f"consumption ({tag})")
+        x = p.crossing.get(tag)
+        if x is not None:
+            axes[0].axvline(x, color=color, ls=":", lw=1)
+        for ax, (col, _, scale) in zip(axes[1:], panels, strict=True):
+            if pts[col].notna().any():
+                _band(ax, pts.dropna(subset=[col]), col, scale, color, label=tag)
+    for ax, (col, _, scale) in zip(axes, [("production_samples_per_s", "", 1), *panels], strict=True):
+        for row, marker in ((p.recommended, "*"), (p.current, "o")):
+            if row is not None and row[col] == row[col]:
+                ax.scatter(row.generator_gpus, row[col] * scale, s=150 if marker == "*" else 60,
+                           marker=marker, facecolors="black" if marker == "*" else "none",
+                           edgecolors="black", zorder=5)  # fmt: skip
+    axes[0].set(
+        xlabel="generator GPUs", ylabel="samples / s", title="production (solid) vs consumption (dashed)"
+    )
+    axes[0].legend(fontsize=6, loc="best")
+    for ax, (_, name, _) in zip(axes[1:], panels, strict=True):
+        ax.set(xlabel="generator GPUs", ylabel=name, title=name)
+    fig.suptitle(f"Plan: {p.setup.total} GPUs split between generator and trainer (emulated)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, format="png", dpi=DPI)
+    plt.close(fig)
+    return base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def write_page(p: Plan, out: Path) -> tuple[Path, Path]:
+    """out/plan.html, out/plan.md, out/plan.json, out/plan.png (and calibration.yaml for --from)."""
+    from bench.report.render import environment
+    from bench.trace import write_json
+
+    out.mkdir(parents=True, exist_ok=True)
+    if p.setup.calibration is not None:
+        (out / "calibration.yaml").write_text(p.setup.calibration)
+    png = figure(p, out / "plan.png")
+    context = {
+        "p": p,
+        "setup": p.setup,
+        "head": ["", *(h for _, h, _ in TABLE)],
+        "rows": table_rows(p),
+        "png_b64": png,
+        "crossing": {k: ("not reached" if v is None else f"{v:.4g}") for k, v in p.crossing.items()},
+        "objective": to_json(p)["objective"],
+    }
+    env = environment()
+    html, md = out / "plan.html", out / "plan.md"
+    html.write_text(env.get_template("plan.html.j2").render(**context))
+    md.write_text(env.get_template("plan.md.j2").render(**context))
+    write_json(out / "plan.json", to_json(p))
+    return html, md
+
+
+# ---- on a cluster: one Slurm job array ---------------------------------------------------------
+
+
+def cluster_plans(s: Setup, given: list[str], cluster: str) -> list[Any]:
+    """One bench.launch JobPlan per (split, bound, seed), composed with `cluster=NAME` and checked
+    as `bench run` checks them; UsageError listing every problem before anything is submitted.
+    Every valid split holds whole nodes, so every point asks the same nodes: bench.submit groups
+    them into one array."""
+    from bench import launch
+
+    base = [g for g in given if g.partition("=")[0] not in OWN and not g.startswith("framework=")]
+    base += [f"framework={s.cfg.framework.name}", f"cluster={cluster}", "mode=emulate"]
+    plans, problems = [], []
+    for t, g, b, x, seed in items_of(s, candidate_splits(s)):
+        point = [f"experiment.trainer_gpus={t}", f"experiment.generator_gpus={g}",
+                 f"workload.staleness_budget={b}", f"experiment.oversampling={x}",
+                 f"experiment.seed={seed}"]  # fmt: skip
+        for p in launch.plan([*base, *point], multirun=False):
+            p.point = {"trainer_gpus": str(t), "generator_gpus": str(g), "bound": str(b),
+                       "inflight": str(x), "seed": str(seed)}  # fmt: skip
+            problems += p.problems
+            plans.append(p)
+    if problems:
+        raise UsageError("\n".join(dict.fromkeys(problems)))
+    return plans
+
+
+# ---- command line ------------------------------------------------------------------------------
+
+
+def main(argv: list[str]) -> int:
+    """`python -m bench plan (experiment=X | --from RUN_DIR) [gpus=N] [max_staleness=K] [seeds=3]
+    [splits=16] [bounds=K1,K2] [inflight=X1,X2] [key=value ...] [--json] [--out DIR] [--cluster NAME]`."""
+    ap = argparse.ArgumentParser(prog="python -m bench plan", description=__doc__.splitlines()[0])
+    ap.add_argument("--from", dest="from_dir", type=Path, help="a measured run directory (bench ingest)")
+    ap.add_argument("--json", action="store_true", help="print the plan as JSON")
+    ap.add_argument(
+        "--out", type=Path, help="plan directory to write (new; default results/<experiment>/plan-<UTC>)"
+    )
+    ap.add_argument("--cluster", help="submit the emulations to this cluster's Slurm as one job array")
+    args, given = ap.parse_known_args(argv)
+    from bench import rundir
+
+    if args.from_dir is not None and any(g.startswith("experiment=") for g in given):
+        raise UsageError("give one of experiment=X and --from RUN_DIR, not both")
+    out = args.out
+    if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"--out {out}: already exists; a plan is never overwritten, choose a new --out")
+    probe = out or Path(rundir.REPO / "results" / "plan-probe-never-written")
+    s = setup(args.from_dir, given, probe)
+    if args.cluster:
+        if args.from_dir is not None:
+            raise UsageError("--cluster plans an experiment: pass experiment=X (a --from plan runs here)")
+        from bench.submit import submit
+
+        runs = submit(cluster_plans(s, given, args.cluster))
+        print(f"[emulated] plan: {len(runs)} emulations submitted to {args.cluster}; when they finish:")
+        print("  python -m bench report " + " ".join(str(r.root) for r in runs) + " --out <DIR>")
+        return 0
+    p = make_plan(s)
+    if out is None:
+        stamp = rundir.now_iso().replace(":", "").replace("-", "")
+        out = rundir.REPO / s.cfg.results_dir / str(s.cfg.experiment.name) / f"plan-{stamp}"
+    html, _ = write_page(p, out)
+    if args.json:
+        print(json.dumps(to_json(p), indent=1))
+    else:
+        print_table(p)
+        print(p.sentence)
+    print(f"[emulated] plan -> {html}", file=sys.stderr)
+    return 0 if p.recommended is not None else 1
