@@ -26,6 +26,7 @@ COMMANDS = {
     "emulate": ("bench.emulator.run:main", "emulate one framework on one experiment into a run dir"),
     "calibrate": ("bench.calibrate:main", "fit the emulator's inputs to a measured run -> calibration YAML"),
     "predict": ("bench.predict:main", "emulate a measured run under another framework with its calibration"),
+    "plan": ("bench.plan:main", "sweep the generator:trainer split by emulation and recommend one"),
     "report": ("bench.report:main", "comparison report from run directories"),
     "reproduce": ("bench.reproduce:main", "recompute published figures"),
     "testbed": ("bench.testbed:main", "local multi-node Slurm testbed: up | down | status"),
