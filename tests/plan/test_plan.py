@@ -1,0 +1,150 @@
+"""`bench plan`: the split it recommends on cases whose answer is known, its JSON, its page, and the
+refusals. Every plan here is emulated with few steps (emulator.steps=6 on smoke, 30 on SemiAnalysis
+case 1) so the tests stay fast; the figures quoted in comments are those runs' emulated means."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import plan
+from bench.__main__ import main as bench_main
+from bench.config import compose
+
+# smoke (Qwen3-8B GRPO, 16 H100) on nodes of 2 GPUs, so that 16 GPUs split several ways: validate
+# admits trainer 8, 4 or 2 GPUs (1024 samples per step over the trainer's data-parallel ranks)
+SMOKE = ["experiment=smoke", "framework=verl", "emulator.steps=6", "cluster.gpus_per_node=2", "seeds=2"]
+# decode at 10% of HBM bandwidth: at 8:8 the trainer waits ~89% of its step for rollouts
+GENERATOR_BOUND = [*SMOKE, "emulator.decode_bw_eff=0.1"]
+# 1K-token responses on 2 trainer GPUs: the trainer is the bottleneck, generators wait
+TRAINER_BOUND = [
+    *SMOKE,
+    "workload.max_response_len=1024",
+    "experiment.trainer_gpus=2",
+    "experiment.generator_gpus=14",
+]
+
+
+def _plan_json(args: list[str], out: Path, capsys) -> dict:
+    assert bench_main(["plan", *args, "--json", "--out", str(out)]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _point(d: dict, trainer: int) -> dict:
+    return next(p for p in d["points"] if p["trainer_gpus"] == trainer)
+
+
+def test_generator_bound_case_recommends_more_generator_gpus(tmp_path, capsys):
+    d = _plan_json(GENERATOR_BOUND, tmp_path / "p", capsys)
+    assert d["current"] == {"trainer_gpus": 8, "generator_gpus": 8, "teacher_gpus": 0,
+                            "staleness_budget": 1, "oversampling": 1.0}  # fmt: skip
+    rec = d["recommended"]
+    assert rec["generator_gpus"] > 8 and rec["trainer_gpus"] + rec["generator_gpus"] == 16
+    cur, best = _point(d, 8), _point(d, rec["trainer_gpus"])
+    assert cur["trainer_idle_frac"] > 0.8  # generator-bound: the trainer mostly waits
+    assert best["trainer_idle_frac"] < cur["trainer_idle_frac"]
+    assert best["production_samples_per_s"] > cur["production_samples_per_s"]
+    assert best["useful_cost_per_mtok_usd"] < cur["useful_cost_per_mtok_usd"]
+    moved = 8 - rec["trainer_gpus"]
+    assert d["sentence"].startswith(f"move {moved} trainer GPUs to rollout: trajectories/s ")
+    assert "emulated" in d["sentence"]
+
+
+def test_trainer_bound_case_recommends_fewer_generator_gpus(tmp_path, capsys):
+    d = _plan_json(TRAINER_BOUND, tmp_path / "p", capsys)
+    assert (d["current"]["trainer_gpus"], d["current"]["generator_gpus"]) == (2, 14)
+    rec = d["recommended"]
+    assert rec["generator_gpus"] < 14
+    cur, best = _point(d, 2), _point(d, rec["trainer_gpus"])
+    # at 2:14 production meets consumption (the trainer is the bottleneck) and costs the most
+    assert cur["met"] and cur["trainer_idle_frac"] < 0.05
+    assert best["useful_cost_per_mtok_usd"] < cur["useful_cost_per_mtok_usd"]
+    assert d["sentence"].startswith(f"move {rec['trainer_gpus'] - 2} rollout GPUs to the trainer")
+
+
+def test_json_shape_and_the_page(tmp_path, capsys):
+    out = tmp_path / "p"
+    d = _plan_json([*GENERATOR_BOUND, "bounds=1,2"], out, capsys)
+    assert set(d) >= {"recommended", "current", "points", "sentence", "crossing_generator_gpus"}
+    assert set(d["recommended"]) == {"trainer_gpus", "generator_gpus", "teacher_gpus",
+                                     "staleness_budget", "oversampling"}  # fmt: skip
+    # 3 splits x 2 async bounds, each the mean of 2 seeds with its band
+    assert len(d["points"]) == 6 and {p["n_runs"] for p in d["points"]} == {2}
+    assert sorted({(p["trainer_gpus"], p["generator_gpus"]) for p in d["points"]}) == [
+        (2, 14),
+        (4, 12),
+        (8, 8),
+    ]
+    p = d["points"][0]
+    assert p["emulated"] is True and p["teacher_gpus"] == 0
+    assert p["trainer_idle_frac_min"] <= p["trainer_idle_frac"] <= p["trainer_idle_frac_max"]
+    assert d["mode"] == "emulated" and d["seeds"] == [0, 1]
+    assert json.loads((out / "plan.json").read_text()) == d
+    html, md = (out / "plan.html").read_text(), (out / "plan.md").read_text()
+    assert "emulated" in html and d["sentence"].split(":")[0] in html
+    assert "(emulated)" in md and "★" in md and (out / "plan.png").stat().st_size > 10_000
+
+
+def test_semianalysis_case1_is_generator_bound_and_keeps_its_split_under_validate(tmp_path, capsys):
+    """Case 1 (64 trainer : 192 generator H200, published idle 30%), emulator.steps=30, 2 seeds.
+    The splits of 256 GPUs validate admits are trainer 8, 16, 32, 64, 128 (512 samples over the
+    trainer's data-parallel ranks, EP 8, whole nodes); the next larger generator share, 32:224,
+    halves consumption below the production 64:192 already reaches, so the plan keeps 64:192."""
+    d = _plan_json(["experiment=semianalysis_case1", "emulator.steps=30", "seeds=2"], tmp_path / "p", capsys)
+    assert sorted(p["trainer_gpus"] for p in d["points"]) == [8, 16, 32, 64, 128]
+    cur = _point(d, 64)
+    assert not cur["met"]  # generator-bound: production below consumption
+    assert cur["trainer_idle_frac"] == pytest.approx(0.30, abs=0.05)  # emulated 28%
+    assert cur["consumption_samples_per_s"] == pytest.approx(2.75, rel=0.05)
+    larger = _point(d, 32)
+    assert larger["consumption_samples_per_s"] < cur["production_samples_per_s"]
+    assert larger["useful_cost_per_mtok_usd"] > cur["useful_cost_per_mtok_usd"]
+    assert d["recommended"]["generator_gpus"] == 192
+    assert d["sentence"].startswith("keep 64 trainer : 192 generator GPUs: ")
+
+
+def test_choose_spaces_the_splits_and_keeps_the_current_one():
+    valid = [(256 - g, g) for g in range(8, 256, 8)]  # 31 whole-node splits
+    picked = plan.choose(valid, (64, 192), 16)
+    assert len(picked) == 16 and (64, 192) in picked
+    assert picked[0] == (248, 8) and picked[-1] == (8, 248)
+    assert plan.choose(valid[:5], None, 16) == valid[:5]
+
+
+def test_parallel_and_serial_emulations_are_the_same_numbers():
+    cfg = compose(["experiment=smoke", "framework=verl", "emulator.steps=3"])
+    items = [(8, 8, 1, 1.0, 0), (8, 8, 1, 1.0, 1)]
+    serial, parallel = plan.emulate_all(cfg, items, jobs=1), plan.emulate_all(cfg, items, jobs=2)
+    assert serial.equals(parallel)
+    assert serial.loc[0, "production_samples_per_s"] != serial.loc[1, "production_samples_per_s"]  # seeds
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["experiment=semianalysis_case1", "gpus=3"],
+            "gpus=3: no trainer:generator split passes bench validate",
+        ),
+        (["experiment=nope"], "experiment 'nope' not found; choose one of"),
+        (["gpus=16"], "name what to plan: experiment=X"),
+        (["experiment=smoke", "seeds=x"], "seeds=x: expected integers"),
+        (["experiment=smoke", "experiment.placement=colocated"], "experiment.placement=colocated"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_nothing_written(args, message, tmp_path, capsys):
+    out = tmp_path / "p"
+    assert bench_main(["plan", *args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {message}")
+    assert not out.exists()
+
+
+def test_an_existing_out_is_never_overwritten(tmp_path, capsys):
+    out = tmp_path / "p"
+    out.mkdir()
+    (out / "plan.html").write_text("earlier")
+    assert bench_main(["plan", "experiment=smoke", "--out", str(out)]) == 2
+    assert "already exists" in capsys.readouterr().err and (out / "plan.html").read_text() == "earlier"
