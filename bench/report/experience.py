@@ -108,15 +108,15 @@ def experience(attempts: list[Run]) -> list[dict[str, Any]]:
 
 
 def _summary(n: int, fails: list[Failure]) -> str:
-    """One sentence per framework: how many attempts, how many failed, and where."""
+    """One sentence per framework: how many attempts failed, how many completed runs still logged
+    an error, and the phases."""
     if not fails:
-        return "none failed or logged an error"
-    broken = [f for f in fails if f.status != "completed"]
+        return "None failed or logged an error"
+    broken = sum(f.status != "completed" for f in fails)
+    parts = [f"{broken} of {n} failed or ended partial"] if broken else []
+    if broken < len(fails):
+        done = len(fails) - broken
+        parts.append(f"{done} completed run{'s' if done != 1 else ''} logged an error")
     where = sorted({f.phase for f in fails}, key=_phase_key)
-    head = f"{len(broken)} of {n} failed or ended partial"
-    tail = (
-        [f"{sum(f.status == 'completed' for f in fails)} completed run(s) logged an error"]
-        if len(broken) < len(fails)
-        else []
-    )
-    return "; ".join([head, *tail]) + f" (phases: {', '.join(where)})"
+    text = "; ".join(parts)
+    return text[:1].upper() + text[1:] + f" (phases: {', '.join(where)})"

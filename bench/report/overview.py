@@ -75,24 +75,26 @@ def _devices(run: Run) -> list[dict[str, Any]]:
 
 
 def gpu_roles(run: Run) -> dict[str, Any]:
-    """Rows per role (or per device when roles are not named), the sentence on where idle GPUs
-    sit, and the note when the logs do not split devices by role."""
+    """Rows per role (or per device when roles are not named, `by`), `note`: the sentence on where
+    idle GPUs sit (or that and why they are not split), `why`: the same without the device list."""
     roles = run.metrics.get("gpu_roles")
     if isinstance(roles, dict) and roles and "missing" not in roles:
         rows = _role_rows(roles)
         where = ", ".join(
             f"{x['role']} GPU{'s' if ',' in x['gpus'] else ''} {x['gpus']} at {x['util']:.1f}%" for x in rows
         )
-        return {"rows": rows, "by": "role", "note": f"Idlest first: {where} mean utilisation."}
+        note = f"Idlest first: {where} mean utilisation."
+        return {"rows": rows, "by": "role", "note": note, "why": note}
     why = roles.get("missing") if isinstance(roles, dict) else "metrics.json has no gpu_roles"
     inf = run.manifest.get("inferred")
     named = inf.get("gpus") if isinstance(inf, dict) and isinstance(inf.get("gpus"), dict) else {}
     counts = ", ".join(f"{k} {v.get('value')}" for k, v in named.items() if isinstance(v, dict))
     rows = _devices(run)
-    note = f"Not split by role: {why}" + (f" (GPUs by role from the config: {counts})" if counts else "")
+    unsplit = f"Not split by role: {why}" + (f" (GPUs by role from the config: {counts})" if counts else "")
+    note = unsplit
     if rows:
         note += "; per device, idlest first: " + ", ".join(f"{x['role']} at {x['util']:.1f}%" for x in rows)
-    return {"rows": rows, "by": "device", "note": note + "."}
+    return {"rows": rows, "by": "device", "note": note + ".", "why": unsplit + "."}
 
 
 def overview(runs: list[Run]) -> list[dict[str, Any]]:

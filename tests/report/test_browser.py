@@ -1,4 +1,4 @@
-"""index.html in headless Chromium: every figure decodes, no script error, no sideways scroll on a phone; at 1400 px the headline table fits and the verdict comes first.
+"""index.html in headless Chromium: every figure decodes, no script error, no sideways scroll on a phone; at 1400 px the headline and per-framework tables fit and the verdict comes first.
 
 Needs Debian's `chromium` (apt-get install -y chromium). Skipped outside CI when it is missing;
 under CI=true a missing browser fails the test.
@@ -47,7 +47,7 @@ def attrs(dom: str) -> dict[str, int]:
     return {k: int(v) for k, v in re.findall(r'data-([a-z-]+)="(\d+)"', html_tag)}
 
 
-@pytest.mark.parametrize("which", ["three_report", "smoke_report", "opd_report"])
+@pytest.mark.parametrize("which", ["three_report", "smoke_report", "opd_report", "campaign_report"])
 def test_report_loads_in_chromium_on_a_phone(which, request, tmp_path):
     """Synthetic runs (with a hostile log line), emulated smoke runs and ingested real logs."""
     report = request.getfixturevalue(which)
@@ -69,14 +69,20 @@ def test_report_loads_in_chromium_on_a_phone(which, request, tmp_path):
 DESKTOP = "1400,900"  # the issue's screenshot width
 
 
-@pytest.mark.parametrize("which", ["three_report", "sweep_report", "smoke_report", "opd_report"])
+@pytest.mark.parametrize(
+    "which", ["three_report", "sweep_report", "smoke_report", "opd_report", "campaign_report"]
+)
 def test_headline_table_fits_1400_px_and_the_verdict_comes_first(which, request, tmp_path):
-    """The headline table's scroll box never scrolls sideways at 1400 px (scrollWidth measured in
-    the page against clientWidth), and the element right under the title is the verdict section."""
+    """The headline and per-framework tables' scroll boxes never scroll sideways at 1400 px
+    (scrollWidth measured in the page against clientWidth), and the element right under the
+    title is the verdict section."""
     report = request.getfixturevalue(which)
     report = report if which in ("three_report", "sweep_report") else report / "report"
     index = (report / "index.html").resolve()
     a = attrs(run_chromium([f"--window-size={DESKTOP}", "--dump-dom", index.as_uri()], tmp_path / "profile"))
     assert a["table-scroll-width"] <= a["table-client-width"], f"headline table scrolls at 1400 px: {a}"
+    assert a["overview-scroll-width"] <= a["overview-client-width"], (
+        f"per-framework table scrolls at 1400 px: {a}"
+    )
     assert a["page-width"] <= a["viewport-width"], a
     assert a["verdict-first"] == 1, a

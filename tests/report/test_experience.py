@@ -87,7 +87,7 @@ def test_verl_failures_grouped_by_kind_and_phase_most_frequent_first(attempts):
     report, lines = attempts
     verl = _framework(_section(report), "verl")
     assert verl.startswith(" [measured]: 4 attempt(s) (1 completed, 1 failed, 2 partial).")
-    assert "3 of 4 failed or ended partial; 1 completed run(s) logged an error" in verl
+    assert "3 of 4 failed or ended partial; 1 completed run logged an error" in verl
     assert "(phases: before the first step, steady state, teardown)" in verl
     groups = [ln.strip() for ln in verl.splitlines() if ln.startswith("  - ")]
     assert groups == [
@@ -113,7 +113,7 @@ def test_slime_actor_death_and_a_clean_prime_rl(attempts):
     )
     assert "ray.exceptions.ActorDiedError (steady state): 1 of 2 attempts; steps kept: 6" in slime
     assert "“ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.”" in slime
-    assert "**prime_rl** [measured]: 1 attempt(s) (1 completed). none failed or logged an error." in section
+    assert "**prime_rl** [measured]: 1 attempt(s) (1 completed). None failed or logged an error." in section
 
 
 def test_html_and_findings_carry_the_failure_line_and_place(attempts):
