@@ -45,6 +45,130 @@ PERTURBATIONS: list[tuple[str, str]] = [
     ("experiment.seed=7", "seed"),
 ]
 
+# Where `bench ingest` reads each value of manifest.json `inferred`, per framework: transcribed
+# from the readers' docstrings and code (runners/<framework>_config.py; model and hardware are
+# matched in bench/infer.py). Every `backticked` name in a cell is in its reader's source
+# (tests/runners/test_docs_inferred.py), so a reader that stops reading a key breaks the test.
+# Each value's `source` in a manifest is the file:line it was read from, or "given".
+INFERRED_SOURCES: list[tuple[str, dict[str, str]]] = [
+    (
+        "model (matched against conf/model by bench/infer.py)",
+        {
+            "verl": "the printed HF config, else `Qwen3ForCausalLM contains 596.05M parameters`; "
+            "the model path `actor_rollout_ref.model.path` when it names a conf/model id",
+            "slime": "Megatron's argument dump (`num_layers`, `hidden_size`, `num_attention_heads`, "
+            "`num_query_groups`, `kv_channels`, `ffn_hidden_size`, `padded_vocab_size`, `num_experts`) "
+            "and its rank-(0, 0) `number of parameters`; path `hf_checkpoint`",
+            "prime_rl": "no architecture is printed: the name only (`model.name` in the config, "
+            "`Initializing model (name=...)` on the console), else given",
+        },
+    ),
+    (
+        "hardware",
+        {
+            fw: "telemetry's nvidia-smi `name`, a suite manifest beside the logs, or given; never a default"
+            for fw in ("verl", "slime", "prime_rl")
+        },  # fmt: skip
+    ),
+    (
+        "gpus: trainer / rollout / hybrid",
+        {
+            "verl": "`trainer.nnodes` x `trainer.n_gpus_per_node` (hybrid), or trainer and rollout "
+            "when a separate `rollout.nnodes` x `rollout.n_gpus_per_node` pool exists",
+            "slime": "`actor_num_nodes` x `actor_num_gpus_per_node`; hybrid when `colocate`, "
+            "else rollout `rollout_num_gpus`",
+            "prime_rl": "`deployment.num_train_gpus` / `deployment.num_infer_gpus` (or `trainer_gpu_ids` / "
+            "`inference_gpu_ids`); the launcher's `Starting trainer on GPU(s)` / `Starting inference on "
+            "GPU(s)`; `Starting RL trainer in World(world_size=...)`",
+        },
+    ),
+    (
+        "gpus: teacher / reward",
+        {
+            "verl": "`distillation.nnodes` x `n_gpus_per_node` when `distillation.enabled`; "
+            "`reward_model` pool when `reward_model.enable`",
+            "slime": "an external SGLang server's `server_args=ServerArgs(...)` (`tp_size` x `pp_size` x "
+            "`dp_size`): teacher with `use_opd`, else reward",
+            "prime_rl": "`deployment.num_teacher_gpus`",
+        },
+    ),
+    (
+        "gpu_ids (devices per role, for per-role telemetry)",
+        {
+            "verl": "not read: roles are placed through Ray and the logs do not name their devices",
+            "slime": "not read: roles are placed through Ray and the logs do not name their devices",
+            "prime_rl": "the launcher's `Starting inference on GPU(s)` / `Starting trainer on GPU(s)` "
+            "through its `local->physical GPU mapping`",
+        },
+    ),
+    (
+        "nodes",
+        {
+            "verl": "`trainer.nnodes`",
+            "slime": "`actor_num_nodes`",
+            "prime_rl": "`Starting RL trainer in World(... num_nodes=...)`",
+        },
+    ),
+    (
+        "group_size",
+        {
+            "verl": "`actor_rollout_ref.rollout.n`",
+            "slime": "`n_samples_per_prompt`",
+            "prime_rl": "`orchestrator.group_size` (`orchestrator.rollouts_per_example` before v0.8), "
+            "else `progress/rollouts` / `progress/tasks` of metrics.jsonl",
+        },
+    ),
+    (
+        "prompts_per_step",
+        {
+            "verl": "`data.train_batch_size`",
+            "slime": "`rollout_batch_size`",
+            "prime_rl": "`orchestrator.batch_size` / group size (rollouts, not prompts), else "
+            "`progress/tasks` of metrics.jsonl",
+        },
+    ),
+    (
+        "max_prompt_len",
+        {
+            "verl": "`data.max_prompt_length`",
+            "slime": "`rollout_max_prompt_len`",
+            "prime_rl": "not read (unknown unless given)",
+        },
+    ),
+    (
+        "max_response_len",
+        {
+            "verl": "`data.max_response_length`",
+            "slime": "`rollout_max_response_len`",
+            "prime_rl": "`*.sampling.max_completion_tokens` (`orchestrator.sampling.max_tokens` before 2026-04)",
+        },
+    ),
+    (
+        "total_steps",
+        {
+            "verl": "`trainer.total_training_steps`",
+            "slime": "`num_rollout`",
+            "prime_rl": "`max_steps` (config), `Starting orchestrator loop (max_steps=N)`",
+        },
+    ),
+    (
+        "mode",
+        {
+            "verl": "`trainer.v1.trainer_mode`, else the step records (the parser's actor prefix and metric keys)",
+            "slime": "the driver and the `colocate` flag (the slime parser)",
+            "prime_rl": "`async`: prime-rl's only mode (orchestrator and trainer overlap)",
+        },
+    ),
+    (
+        "staleness_bound",
+        {
+            "verl": "`async_training.staleness_threshold`; 0 for sync, 1 for one-step-off by construction",
+            "slime": "the driver (the slime parser)",
+            "prime_rl": "`orchestrator.max_off_policy_steps` (`orchestrator.max_async_level` before)",
+        },
+    ),
+]
+
 HEADER = """# The same workload in each framework
 
 Generated by `python -m bench render --frameworks-doc` (runners/docs.py); do not edit. The smoke
@@ -109,8 +233,28 @@ def page(docs: list[FrameworkDoc]) -> str:
     lines += ["", "## Translation notes on the smoke experiment", ""]
     for d in docs:
         lines += [f"### {d.name}", "", *(f"- {_cell(n)}" for n in d.notes), ""]
+    lines += inferred_sources([d.name for d in docs])
     lines += ["## Log formats the parsers accept", ""]
     for d in docs:
         lines += [f"### {d.name} (pinned {d.version})", "", *_format_rows(d.parser_formats), ""]
     # cluster=local keeps prepared data in the checkout: the page must not depend on where it is
     return "\n".join(lines).replace(str(Path(__file__).resolve().parent.parent), "<repo>")
+
+
+def inferred_sources(frameworks: list[str]) -> list[str]:
+    """The "Where ingest reads what ran" section: INFERRED_SOURCES as one table, a column per framework."""
+    lines = [
+        "## Where ingest reads what ran",
+        "",
+        "`python -m bench ingest` writes each value to manifest.json `inferred` with its `source` "
+        "(the file:line it was read from, or `given`); a value the logs lack is null with the reason. "
+        "Readers: runners/<framework>_config.py; model and hardware matching: bench/infer.py.",
+        "",
+        "| value | " + " | ".join(frameworks) + " |",
+        "|---|" + "---|" * len(frameworks),
+    ]
+    for value, by_fw in INFERRED_SOURCES:
+        lines.append(
+            f"| {value} | " + " | ".join(_cell(by_fw.get(fw, "not read")) for fw in frameworks) + " |"
+        )
+    return [*lines, ""]
