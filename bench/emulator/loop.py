@@ -89,6 +89,7 @@ class Loop:
         self.next_group = 0
         self.in_flight: set[int] = set()  # groups dispatched and not finished
         self.queued: deque[Queued] = deque()  # in flight, waiting for an engine slot
+        self.placed_at: dict[int, float] = {}  # in flight, placed after waiting: when (s)
         self.partial: deque[int] = deque()  # groups aborted at a batch fill, buffered to resume
         self.resumed: set[int] = set()
         self.unresolved: list = []  # fresh groups finished: (group, engine record, policy version)
@@ -161,8 +162,10 @@ class Loop:
     def _place_queued(self, t: float) -> None:
         while self.queued:
             q = self.queued[0]
-            if q.group in self.in_flight and not self.generator.place(q.group, q.work, q.delay, t, q.fresh):
-                return
+            if q.group in self.in_flight:
+                if not self.generator.place(q.group, q.work, q.delay, t, q.fresh):
+                    return
+                self.placed_at[q.group] = t  # its environment time starts now, not at dispatch
             self.queued.popleft()
 
     # --- a group finished generating ------------------------------------------------------------
@@ -187,6 +190,7 @@ class Loop:
         if g not in self.in_flight:
             return
         self.in_flight.discard(g)
+        self.placed_at.pop(g, None)
         b, s, batch = self.filling, self.sched, self.batches[self.filling]
         status = verdict(s, b, self.rollouts.version_start[g], self.rollouts.zero_advantage[g])
         if status == PENDING:
@@ -220,10 +224,13 @@ class Loop:
         decoded = self.generator.stop_all(t)
         groups = sorted(self.in_flight)
         never_placed = {q.group for q in self.queued}  # spent no time on an engine
+        placed_at, self.placed_at = self.placed_at, {}
         self.queued.clear()
         self.in_flight.clear()
         if groups:
-            surplus.stop_in_flight(self.rollouts, groups, decoded, t, self.version, abort, never_placed)
+            surplus.stop_in_flight(
+                self.rollouts, groups, decoded, t, self.version, abort, never_placed, placed_at
+            )
             if abort:
                 self.partial.extend(groups)
 

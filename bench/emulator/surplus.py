@@ -21,10 +21,12 @@ def stop_in_flight(
     version: int,
     abort: bool,
     never_placed: Collection[int],
+    placed_at: dict[int, float] | None = None,
 ) -> None:
     """Cancel (discard) or abort (buffer as `resumed` segments) every rollout of `groups` still in
     flight at t. `decoded`: tokens each rollout of a group on an engine had decoded (the engine's
-    stop); `never_placed`: groups still queued for an engine slot, which spent no time yet."""
+    stop); `never_placed`: groups still queued for an engine slot, which spent no time yet;
+    `placed_at`: when groups that had queued for a slot got one (their environment time began)."""
     r, G = rollouts.table.cols, rollouts.group_size
     rows = rollouts.members(groups)
     running = r["status"][rows] == RUNNING
@@ -38,7 +40,10 @@ def stop_in_flight(
         return
     left = r["seg_work"][idx] - tokens
     r["left"][idx] = left
-    spent = np.where(np.isin(idx // G, list(never_placed)), 0.0, t - r["t_dispatch"][idx])
+    began = r["t_dispatch"][idx]
+    if placed_at:
+        began = np.maximum(began, [placed_at.get(g, -np.inf) for g in (idx // G).tolist()])
+    spent = np.where(np.isin(idx // G, list(never_placed)), 0.0, t - began)
     # an episode aborted before its decode began keeps the rest of its environment time
     r["env_left"][idx] = np.where(tokens > 0, 0.0, np.maximum(r["seg_delay"][idx] - spent, 0.0))
     r["status"][idx[left <= DONE_TOKENS]] = PENDING  # finished just before the abort: keeps its result

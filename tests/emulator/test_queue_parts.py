@@ -90,3 +90,11 @@ def test_a_group_still_queued_for_an_engine_keeps_all_its_environment_time():
     r = _one_group([100], [5.0])
     surplus.stop_in_flight(r, [0], {}, 20.0, 4, abort=True, never_placed={0})
     assert r.table.cols["env_left"][0] == pytest.approx(5.1)
+
+
+def test_a_group_that_waited_for_a_slot_counts_its_environment_time_from_its_placement():
+    # dispatched at 10 s, placed at 16 s after waiting for an engine, aborted at 20 s before decoding:
+    # 4 s of its 5.1 s spent, not 10 s
+    r = _one_group([100], [5.0])
+    surplus.stop_in_flight(r, [0], {}, 20.0, 4, abort=True, never_placed=(), placed_at={0: 16.0})
+    assert r.table.cols["env_left"][0] == pytest.approx(1.1)
