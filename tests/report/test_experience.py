@@ -13,7 +13,7 @@ import pytest
 from bench.ingest import main as ingest
 from bench.report import build
 
-pytestmark = pytest.mark.slow  # ingests seven log sets
+SLOW = pytest.mark.slow  # the `attempts` fixture ingests seven log sets
 
 
 def _run_end():
@@ -83,6 +83,7 @@ def _framework(section: str, fw: str) -> str:
     return section.split(f"- **{fw}**", 1)[1].split("\n- **", 1)[0]
 
 
+@SLOW
 def test_verl_failures_grouped_by_kind_and_phase_most_frequent_first(attempts):
     report, lines = attempts
     verl = _framework(_section(report), "verl")
@@ -103,6 +104,7 @@ def test_verl_failures_grouped_by_kind_and_phase_most_frequent_first(attempts):
     assert "(run.log:1087, run verl-real, completed)" in verl
 
 
+@SLOW
 def test_slime_actor_death_and_a_clean_prime_rl(attempts):
     report, _ = attempts
     section = _section(report)
@@ -116,6 +118,7 @@ def test_slime_actor_death_and_a_clean_prime_rl(attempts):
     assert "**prime_rl** [measured]: 1 attempt(s) (1 completed). None failed or logged an error." in section
 
 
+@SLOW
 def test_html_and_findings_carry_the_failure_line_and_place(attempts):
     """Superseded attempts still count in the section; the ones the tables keep carry their failure
     (message, file:line, phase) into the findings, not 'no reason recorded'."""
@@ -125,3 +128,17 @@ def test_html_and_findings_carry_the_failure_line_and_place(attempts):
     assert exp.count("<code>ValueError: global_token_num in meta_info have different values</code>") == 3
     assert "<code>RuntimeError: DataLoader worker (pid 44800) is killed by signal: Killed.</code>" in exp
     assert "no reason recorded" not in html
+
+
+def test_a_launched_run_without_a_log_failure_gives_its_launcher_reason(three_report, evil):
+    """Synthetic runs: verl-failed (the suite's own launch, `reason` only, 3 steps traced) is a
+    failed attempt beside verl-0; its phase is said to be unrecorded, and a hostile reason stays text."""
+    md = (three_report / "summary.md").read_text()
+    verl = _framework(md.split("## Software experience", 1)[1].split("\n## ", 1)[0], "verl")
+    assert verl.startswith(
+        " [emulated]: 2 attempt(s) (1 completed, 1 failed). 1 of 2 failed or ended partial"
+    )
+    assert "- reason (not recorded): 1 of 2 attempts; steps kept: 3" in verl
+    html = (three_report / "index.html").read_text()
+    exp = html.split('<h2 id="software-experience">', 1)[1].split("<h2", 1)[0]
+    assert "OOM at step 3 &lt;script&gt;" in exp and evil not in exp
