@@ -128,6 +128,15 @@ def test_html_and_findings_carry_the_failure_line_and_place(attempts):
     assert exp.count("<code>ValueError: global_token_num in meta_info have different values</code>") == 3
     assert "<code>RuntimeError: DataLoader worker (pid 44800) is killed by signal: Killed.</code>" in exp
     assert "no reason recorded" not in html
+    md = (report / "summary.md").read_text()
+    assert (
+        "- Run verl-after5 (verl) is partial: ValueError: global_token_num in meta_info have different "
+        f"values (run.log:{lines['after5']}, steady state)" in md
+    )
+    assert (
+        "- verl `verl-before1` [M]: failed: ValueError: global_token_num in meta_info have different "
+        f"values (run.log:{lines['before1']}, before the first step)" in md
+    )
 
 
 def test_a_launched_run_without_a_log_failure_gives_its_launcher_reason(three_report, evil):
