@@ -253,6 +253,7 @@ def run_details(
                 "launch": _launch_files(r),
                 "warnings": _warnings(r, s),
                 "missing": sorted(r.missing.items()),
+                "inferred": inferred_rows(m),
                 "verdict": verdicts[i] if verdicts else None,
                 "metrics": all_metrics(r, df, i) if df is not None else [],
                 "ledger": ledger_rows(ledgers[i][0]) if ledgers else [],
@@ -260,6 +261,29 @@ def run_details(
             }
         )
     return out
+
+
+def inferred_rows(manifest: dict[str, Any]) -> list[dict[str, str]]:
+    """manifest `inferred` (what ran, read from the logs by ingest) as rows: value, and its
+    source (file:line, "given") or the reason it is unknown. Nested roles (gpus.trainer) flatten."""
+    inf = manifest.get("inferred")
+    rows: list[dict[str, str]] = []
+    for key, v in inf.items() if isinstance(inf, dict) else ():
+        if isinstance(v, dict) and "value" not in v and "source" not in v:
+            rows += [{"key": f"{key}.{k}", **_inferred_cell(x)} for k, x in v.items() if isinstance(x, dict)]
+        elif isinstance(v, dict):
+            rows.append({"key": key, **_inferred_cell(v)})
+        else:
+            rows.append({"key": key, "value": str(v), "source": ""})
+    return rows
+
+
+def _inferred_cell(v: dict[str, Any]) -> dict[str, str]:
+    value = v.get("name") or v.get("value")
+    if value is None:
+        return {"value": "unknown", "source": str(v.get("reason") or "no reason recorded")}
+    shown = json.dumps(value, default=str) if isinstance(value, dict | list) else str(value)
+    return {"value": shown, "source": str(v.get("source") or "source not recorded")}
 
 
 def _join(v: Any) -> str:

@@ -89,3 +89,22 @@ def test_software_experience_lists_verls_teardown_error(campaign_report):
     assert "1 completed run logged an error (phases: teardown)" in verl
     assert "RuntimeError (teardown): 1 of 1 attempt; steps kept: 15" in verl
     assert "“RuntimeError: DataLoader worker (pid 44800) is killed by signal: Killed.” (run.log:1087" in verl
+
+
+def test_run_details_say_what_ran_and_where_it_was_read(campaign_report):
+    """manifest `inferred` in each run's details: the value and its file:line (verl's config dump),
+    `given` (the hardware), or why it is unknown (prime-rl's response cap)."""
+    html = (campaign_report / "report" / "index.html").read_text()
+
+    def row(key: str, value: str, src: str) -> str:
+        return f'<tr><td class="id">{key}</td><td class="text">{value}</td><td class="text">{src}</td></tr>'
+
+    assert row("gpus.hybrid", "1", "config.yaml:905") in html
+    assert row("gpus.teacher", "1", "config.yaml:841") in html
+    assert row("group_size", "16", "config.yaml:295") in html
+    assert row("hardware", "h100_sxm", "given") in html
+    assert row("gpu_ids.rollout", "[0]", "run.log:7") in html
+    assert (
+        row("max_response_len", "unknown", "max response length not found in the logs; pass it to set it")
+        in html
+    )
