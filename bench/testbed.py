@@ -129,8 +129,10 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 SchedulerType=sched/builtin
-# batch_sched_delay (default 3 s) holds every batch job back before its first scheduling attempt
-SchedulerParameters=batch_sched_delay=0
+# batch_sched_delay (default 3 s) holds every batch job back before its first scheduling attempt;
+# sched_interval (default 60 s) is how long a job that became eligible without an event (a requeued
+# one, once cred_expire has passed) may wait for the next full scheduling pass
+SchedulerParameters=batch_sched_delay=0,sched_interval=2
 ReturnToService=2
 MinJobAge=600
 KillWait=3

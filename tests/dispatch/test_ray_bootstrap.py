@@ -29,7 +29,7 @@ import json, os, sys, time, ray
 ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False)
 alive = [n for n in ray.nodes() if n["Alive"]]
 print(json.dumps({{"role": "driver", "node": os.environ["SLURMD_NODENAME"], "t": time.time(),
-                  "entry": sys.argv[1:4], "ray_ips": sorted(n["NodeManagerAddress"] for n in alive),
+                  "entry": sys.argv[1:], "ray_ips": sorted(n["NodeManagerAddress"] for n in alive),
                   "ray_gpus": sum(n["Resources"].get("GPU", 0) for n in alive)}}))
 PY
 """

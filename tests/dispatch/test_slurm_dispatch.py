@@ -26,7 +26,7 @@ def _submit(results: Path, *overrides: str) -> list[Path]:
     return [r.root for r in submit(plans)]
 
 
-def _wait_until(run: Path, ready, what: str, timeout_s: float = 60) -> dict:
+def _wait_until(run: Path, ready, what: str, timeout_s: float = 180) -> dict:
     """Poll manifest.json until `ready(dispatch)`; a bound on a hang, not a race: every job waited
     on here is held by `emulator.pace` for minutes, so the state it waits for cannot pass by."""
     deadline = time.monotonic() + timeout_s
@@ -34,6 +34,16 @@ def _wait_until(run: Path, ready, what: str, timeout_s: float = 60) -> dict:
         assert time.monotonic() < deadline, f"{run.name} never {what}: {d}"
         time.sleep(0.1)
     return d
+
+
+@pytest.fixture
+def held(testbed):
+    """Slurm job ids of paced (held) jobs: cancelled at teardown whatever the test did, so a failed
+    assertion never leaves a job holding testbed nodes for the tests after it."""
+    ids: list[str] = []
+    yield ids
+    if ids:
+        subprocess.run(["scancel", *ids], env=testbed.env(), check=False)
 
 
 def _emulating(run: Path, after: str = "") -> dict:
@@ -78,7 +88,7 @@ def test_run_returns_after_sbatch_and_every_job_gets_two_whole_nodes(testbed, re
         assert (run / "trace" / "steps.parquet").is_file()
 
 
-def test_cancelled_job_fails_with_the_reason_and_the_others_complete(testbed, results: Path):
+def test_cancelled_job_fails_with_the_reason_and_the_others_complete(testbed, results: Path, held: list[str]):
     earlier = _submit(results, "experiment=smoke", "framework=verl", "workload.steps=4")
     assert monitor.wait([launch.RunPaths(r) for r in earlier], timeout_s=60) == ["completed"]
     earlier_bytes = {p: p.read_bytes() for p in earlier[0].rglob("*") if p.is_file()}
@@ -88,29 +98,31 @@ def test_cancelled_job_fails_with_the_reason_and_the_others_complete(testbed, re
     runs = _submit(
         results, "experiment=smoke", "framework=verl,slime", "workload.steps=4", "emulator.pace=0,600"
     )
-    held = [r for r in runs if "-pace-600-" in r.name]
-    job_ids = [_emulating(r)["slurm_job_id"] for r in held]
+    paced = [r for r in runs if "-pace-600-" in r.name]
+    job_ids = [_emulating(r)["slurm_job_id"] for r in paced]
+    held += job_ids
     subprocess.run(["scancel", *job_ids], env=testbed.env(), check=True)
 
     statuses = monitor.wait([launch.RunPaths(r) for r in runs], timeout_s=120)
     by_name = {r.name: s for r, s in zip(runs, statuses, strict=True)}
-    assert [by_name.pop(r.name) for r in held] == ["failed", "failed"]  # cancelled before a paced step
+    assert [by_name.pop(r.name) for r in paced] == ["failed", "failed"]  # cancelled before a paced step
     assert list(by_name.values()) == ["completed", "completed"]
-    for run, job_id in zip(held, job_ids, strict=True):
+    for run, job_id in zip(paced, job_ids, strict=True):
         d = _manifest(run)["dispatch"]
         assert d["exit_state"] == "CANCELLED" and d["reason"].startswith(
             f"Slurm job {job_id} ended CANCELLED"
         )
-    assert (held[0] / "launch" / "job.sbatch").is_file()  # launch and logs are kept
+    assert (paced[0] / "launch" / "job.sbatch").is_file()  # launch and logs are kept
     # nothing overwritten: the earlier run is byte-for-byte what it was, and every run has its own dir
     assert {p: p.read_bytes() for p in earlier[0].rglob("*") if p.is_file()} == earlier_bytes
     assert len({r.name for r in [*earlier, *runs]}) == 5
 
 
-def test_timeout_signal_requeues_into_the_same_directory(testbed, results: Path):
+def test_timeout_signal_requeues_into_the_same_directory(testbed, results: Path, held: list[str]):
     (run,) = _submit(results, "experiment=smoke", "framework=verl", "workload.steps=2", "emulator.pace=600")
     first = _emulating(run)
     job_id = first["slurm_job_id"]
+    held.append(job_id)
     # what Slurm sends before a time limit (--signal=USR2@90): submitit checkpoints and requeues
     subprocess.run(["scancel", "--batch", "--signal=USR2", job_id], env=testbed.env(), check=True)
     again = _emulating(run, after=first["emulator_started_at"])  # the requeued attempt, same directory
