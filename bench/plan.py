@@ -238,7 +238,7 @@ def sentence(rec: pd.Series | None, cur: pd.Series | None, max_staleness: int, n
             f"no split keeps staleness within {max_staleness} with a known $/M: no recommendation (emulated)"
         )
     where = f"{int(rec.trainer_gpus)} trainer : {int(rec.generator_gpus)} generator GPUs"
-    tail = f" (emulated, mean of {n_seeds} seeds)"
+    tail = f" (emulated, mean of {n_seeds} seed{'s' * (n_seeds != 1)})"
     if cur is None:
         return (
             f"run {where}: trajectories/s {_g(rec.trajectories_per_s)}, trainer idle "
