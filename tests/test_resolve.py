@@ -87,5 +87,5 @@ def test_validate_dispatch_and_emulator_take_the_same_numbers(overrides):
         r.kv_bytes_per_token,
         r.kv_tokens_per_engine,
     )
-    assert loop.pool.E == r.engines and prov["policy"] == r.policy
+    assert loop.generator.engines == r.engines and prov["policy"] == r.policy
     assert launch.job_nodes(cfg, None) == r.nodes

@@ -98,11 +98,6 @@ class Loop:
         self.round_dispatched = 0  # last step whose round of groups went out (round dispatch)
         self.done = False
 
-    @property
-    def pool(self) -> GenerationEngine:
-        """The generation engine under its former name (tests/test_resolve.py reads `loop.pool.E`)."""
-        return self.generator
-
     # --- load shape that drifts with training ---------------------------------------------------
     def _set_load(self, step: int, t: float) -> None:
         seq = self.draws.mean_seq_len(step)
