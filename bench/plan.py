@@ -408,11 +408,18 @@ def candidate_splits(s: Setup) -> list[tuple[int, int]]:
     valid = valid_splits(s.cfg, s.total)
     if not valid:
         from bench.resolve import Resolved
+        from bench.validate import validate
 
         engine = Resolved.from_config(s.cfg).engine_gpus
+        g = max(engine, s.total // 2 // engine * engine)  # an even split, as close as engines allow
+        why = (
+            "one engine leaves no trainer GPU"
+            if s.total <= engine
+            else f"at {s.total - g}:{g}: {validate(with_split(s.cfg, s.total - g, g))[0]}"
+        )
         raise UsageError(
-            f"gpus={s.total}: no trainer:generator split passes bench validate (engines of {engine} GPUs, "
-            f"cluster.gpus_per_node={s.cfg.cluster.gpus_per_node}); choose gpus= a larger multiple of both"
+            f"gpus={s.total}: no trainer:generator split passes bench validate (engines of {engine} GPUs; "
+            f"{why}); choose another gpus="
         )
     return choose(valid, s.current, s.splits)
 

@@ -126,7 +126,7 @@ def test_parallel_and_serial_emulations_are_the_same_numbers():
     [
         (
             ["experiment=semianalysis_case1", "gpus=3"],
-            "gpus=3: no trainer:generator split passes bench validate",
+            "gpus=3: no trainer:generator split passes bench validate (engines of 8 GPUs; one engine leaves no trainer GPU)",
         ),
         (["experiment=nope"], "experiment 'nope' not found; choose one of"),
         (["gpus=16"], "name what to plan: experiment=X"),
@@ -148,3 +148,21 @@ def test_an_existing_out_is_never_overwritten(tmp_path, capsys):
     (out / "plan.html").write_text("earlier")
     assert bench_main(["plan", "experiment=smoke", "--out", str(out)]) == 2
     assert "already exists" in capsys.readouterr().err and (out / "plan.html").read_text() == "earlier"
+
+
+def test_from_a_measured_run_plans_on_its_setup_with_its_calibration(tmp_path, capsys):
+    """verl's opd-benchmark run (2 x H100, Qwen3-0.6B), planned disaggregated over 4 GPUs: validate
+    admits 2:2 and 1:3; the calibration fitted on the run is written beside the page."""
+    from tests.calibrate.test_calibrate import parsed_run
+    from tests.calibrate.test_predict import SETUP
+
+    run = parsed_run(tmp_path / "run", "verl", "verl")
+    args = ["--from", str(run), *SETUP, "experiment.placement=disaggregated", "gpus=4", "seeds=2"]
+    d = _plan_json(args, tmp_path / "p", capsys)
+    assert sorted((p["trainer_gpus"], p["generator_gpus"]) for p in d["points"]) == [(1, 3), (2, 2)]
+    assert d["current"] is None  # the run held 2 GPUs, not 4: nothing to compare against
+    assert d["recommended"]["trainer_gpus"] + d["recommended"]["generator_gpus"] == 4
+    assert d["source"].startswith(f"--from {run} (verl run, calibration fitted now")
+    assert d["sentence"].startswith("run ")
+    cal = (tmp_path / "p" / "calibration.yaml").read_text()
+    assert "fitted_on" in cal
