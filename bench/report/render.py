@@ -271,17 +271,17 @@ def inferred_rows(manifest: dict[str, Any]) -> list[dict[str, str]]:
     for key, v in inf.items() if isinstance(inf, dict) else ():
         if isinstance(v, dict) and "value" not in v and "source" not in v:
             rows += [{"key": f"{key}.{k}", **_inferred_cell(x)} for k, x in v.items() if isinstance(x, dict)]
-        elif isinstance(v, dict):
-            rows.append({"key": key, **_inferred_cell(v)})
+        elif isinstance(v, dict):  # an unknown model's reason is its `model_evidence`
+            rows.append({"key": key, **_inferred_cell(v, inf.get(f"{key}_evidence"))})
         else:
             rows.append({"key": key, "value": str(v), "source": ""})
     return rows
 
 
-def _inferred_cell(v: dict[str, Any]) -> dict[str, str]:
+def _inferred_cell(v: dict[str, Any], evidence: Any = None) -> dict[str, str]:
     value = v.get("name") or v.get("value")
     if value is None:
-        return {"value": "unknown", "source": str(v.get("reason") or "no reason recorded")}
+        return {"value": "unknown", "source": str(v.get("reason") or evidence or "no reason recorded")}
     shown = json.dumps(value, default=str) if isinstance(value, dict | list) else str(value)
     return {"value": shown, "source": str(v.get("source") or "source not recorded")}
 

@@ -108,3 +108,12 @@ def test_run_details_say_what_ran_and_where_it_was_read(campaign_report):
         row("max_response_len", "unknown", "max response length not found in the logs; pass it to set it")
         in html
     )
+
+
+def test_an_unknown_model_gives_its_reason_in_the_details(opd_report):
+    """Without `model=` prime-rl's model is unknown: the details say why (its model_evidence)."""
+    html = (opd_report / "report" / "index.html").read_text()
+    assert (
+        '<tr><td class="id">model</td><td class="text">unknown</td><td class="text">model unknown: the logs '
+        "print no architecture; pass model=&lt;conf/model name&gt;</td></tr>" in html
+    )
