@@ -79,6 +79,26 @@ class Setup:
 # ---- candidates --------------------------------------------------------------------------------
 
 
+def set_point(
+    c: Any,
+    trainer: int,
+    generator: int,
+    bound: int | None = None,
+    inflight: float | None = None,
+    seed: int | None = None,
+) -> Any:
+    """Set one point of the plan in c, in place (c is a private copy: deep-copying the config costs
+    ~60 ms, more than validating it)."""
+    c.experiment.trainer_gpus, c.experiment.generator_gpus = trainer, generator
+    if bound is not None:
+        c.workload.staleness_budget = bound
+    if inflight is not None:
+        c.experiment.oversampling = inflight
+    if seed is not None:
+        c.experiment.seed = seed
+    return c
+
+
 def with_split(
     cfg: Any,
     trainer: int,
@@ -88,15 +108,7 @@ def with_split(
     seed: int | None = None,
 ) -> Any:
     """A copy of cfg at one point of the plan."""
-    c = copy.deepcopy(cfg)
-    c.experiment.trainer_gpus, c.experiment.generator_gpus = trainer, generator
-    if bound is not None:
-        c.workload.staleness_budget = bound
-    if inflight is not None:
-        c.experiment.oversampling = inflight
-    if seed is not None:
-        c.experiment.seed = seed
-    return c
+    return set_point(copy.deepcopy(cfg), trainer, generator, bound, inflight, seed)
 
 
 def valid_splits(cfg: Any, total: int) -> list[tuple[int, int]]:
@@ -108,9 +120,8 @@ def valid_splits(cfg: Any, total: int) -> list[tuple[int, int]]:
     from bench.validate import validate
 
     engine = max(1, Resolved.from_config(cfg).engine_gpus)
-    return [
-        (total - g, g) for g in range(engine, total, engine) if not validate(with_split(cfg, total - g, g))
-    ]
+    c = copy.deepcopy(cfg)
+    return [(total - g, g) for g in range(engine, total, engine) if not validate(set_point(c, total - g, g))]
 
 
 def choose(valid: list[tuple[int, int]], current: tuple[int, int] | None, n: int) -> list[tuple[int, int]]:
@@ -129,6 +140,7 @@ def choose(valid: list[tuple[int, int]], current: tuple[int, int] | None, n: int
 # ---- one emulated point (runs in a pool worker) ------------------------------------------------
 
 _BASE: Any = None  # the base config, set before the pool forks; workers read it, nothing is pickled
+_WORK: Any = None  # this process's own copy of _BASE, set to each point in turn
 
 
 def emulate_point(item: tuple[int, int, int, float, int]) -> dict[str, Any]:
@@ -141,8 +153,11 @@ def emulate_point(item: tuple[int, int, int, float, int]) -> dict[str, Any]:
     from bench.emulator.trace_out import step_rows
     from bench.resolve import Resolved
 
+    global _WORK
     t, g, bound, inflight, seed = item
-    cfg = with_split(_BASE, t, g, bound, inflight, seed)
+    if _WORK is None:
+        _WORK = copy.deepcopy(_BASE)
+    cfg = set_point(_WORK, t, g, bound, inflight, seed)
     loop, _, _ = build(cfg, Resolved.from_config(cfg))
     result = loop.run()
     # the run's metrics through bench.metrics' own functions, on the trace held in memory
@@ -168,15 +183,15 @@ def emulate_point(item: tuple[int, int, int, float, int]) -> dict[str, Any]:
 
 def emulate_all(cfg: Any, items: list[tuple[int, int, int, float, int]], jobs: int = JOBS) -> pd.DataFrame:
     """emulate_point over items, spread over `jobs` forked workers (1: in this process)."""
-    global _BASE
-    _BASE = cfg
+    global _BASE, _WORK
+    _BASE, _WORK = cfg, None
     try:
         if jobs <= 1 or len(items) <= 1 or "fork" not in mp.get_all_start_methods():
             return pd.DataFrame([emulate_point(i) for i in items])
         with ProcessPoolExecutor(min(jobs, len(items)), mp_context=mp.get_context("fork")) as pool:
             return pd.DataFrame(list(pool.map(emulate_point, items)))
     finally:
-        _BASE = None
+        _BASE = _WORK = None
 
 
 # ---- the answer --------------------------------------------------------------------------------
@@ -366,8 +381,10 @@ def _from_experiment(rest: list[str]) -> tuple[Any, str]:
         )
     try:
         cfg = compose(rest)
-        if not any(g.startswith("framework=") for g in rest):  # the experiment's own framework
-            cfg = compose([*rest, f"framework={cfg.experiment.frameworks[0]}"])
+        own = cfg.experiment.frameworks[0]
+        if not any(g.startswith("framework=") for g in rest) and cfg.framework.name != own:
+            # the experiment's own framework (compose's default framework may be another)
+            cfg = compose([*rest, f"framework={own}"])
     except HydraException as e:
         raise UsageError(f"cannot compose the overrides: {str(e).splitlines()[0]}") from None
     return cfg, f"experiment={exp[0]} ({cfg.framework.name}, the experiment's own emulator inputs)"
