@@ -20,6 +20,7 @@ import argparse
 import csv
 import datetime as dt
 import importlib
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,19 @@ def wall_window(logs: Path, steps: list[dict[str, Any]], info: dict[str, Any]) -
     return {"window": None, "wall_s": None, "reason": "no wall-time file and no step timestamps in the logs"}
 
 
+def phase_of(n_steps: int, total: int | None, done: bool) -> str:
+    """Where a run was when it failed, from the steps it completed: "launch or first step" (no step
+    finished: bring-up and the first step cannot be told apart from the steps alone), "warm-up"
+    (within the steps metrics skip before the steady window, ceil 10% of the configured steps, at
+    least 1), "steady state", or "teardown" (every configured step done)."""
+    if done:
+        return "teardown"
+    if n_steps == 0:
+        return "launch or first step"
+    warm_up = max(1, math.ceil(0.1 * total)) if total else 1
+    return "warm-up" if n_steps <= warm_up else "steady state"
+
+
 def run_status(n_steps: int, total: int | None, end: log_end.LogEnd) -> tuple[str, dict[str, Any] | None]:
     """(status, failure) from the steps kept, the configured step count and how the logs end."""
     done = total is not None and n_steps >= total
@@ -190,19 +204,23 @@ def run_status(n_steps: int, total: int | None, end: log_end.LogEnd) -> tuple[st
             "kind": "truncated",
             "message": f"log cut off mid-line after step {n_steps}" + (f" of {total}" if total else ""),
             "source": end.cut_files[0],
-            "phase": "steady state" if n_steps else "before the first step",
+            "phase": phase_of(n_steps, total, done),
         }
     if f is None and total is not None and not done:
         return ("partial" if n_steps else "failed"), {
             "kind": "truncated",
             "message": f"the logs end after step {n_steps} of {total} with no error logged",
             "source": None,
-            "phase": "steady state" if n_steps else "before the first step",
+            "phase": phase_of(n_steps, total, done),
         }
     if f is None:
         return ("completed" if n_steps else "failed"), None
-    phase = "teardown" if done else ("steady state" if n_steps else "before the first step")
-    failure = {"kind": f.kind, "message": f.text(), "source": f.source, "phase": phase}
+    failure = {
+        "kind": f.kind,
+        "message": f.text(),
+        "source": f.source,
+        "phase": phase_of(n_steps, total, done),
+    }
     if len(end.failures) > 1:
         failure["also"] = [g.text() + f" ({g.source})" for g in end.failures[1:]]
     return ("completed" if done else "partial" if n_steps else "failed"), failure

@@ -21,7 +21,7 @@ from bench.report.load import Run, dispatch, failure_reason
 
 ENDED = ("completed", "failed", "partial")  # `running` / dry runs have not ended: not attempts
 # ingest's phases (bench/ingest.py) in the order a run meets them
-PHASE_ORDER = ("launch", "before the first step", "first step", "steady state", "metrics", "teardown")
+PHASE_ORDER = ("launch or first step", "warm-up", "steady state", "metrics", "teardown")
 NOT_RECORDED = "not recorded"
 
 

@@ -89,11 +89,11 @@ def test_verl_failures_grouped_by_kind_and_phase_most_frequent_first(attempts):
     verl = _framework(_section(report), "verl")
     assert verl.startswith(" [measured]: 4 attempt(s) (1 completed, 1 failed, 2 partial).")
     assert "3 of 4 failed or ended partial; 1 completed run logged an error" in verl
-    assert "(phases: before the first step, steady state, teardown)" in verl
+    assert "(phases: launch or first step, steady state, teardown)" in verl
     groups = [ln.strip() for ln in verl.splitlines() if ln.startswith("  - ")]
     assert groups == [
         "- ValueError (steady state): 2 of 4 attempts; steps kept: 3, 5",
-        "- ValueError (before the first step): 1 of 4 attempts",
+        "- ValueError (launch or first step): 1 of 4 attempts",
         "- RuntimeError (teardown): 1 of 4 attempts; steps kept: 15",
     ]
     msg = "“ValueError: global_token_num in meta_info have different values”"
@@ -137,7 +137,7 @@ def test_html_and_findings_carry_the_failure_line_and_place(attempts):
     )
     assert (
         "- verl `verl-before1` [M]: failed: ValueError: global_token_num in meta_info have different "
-        f"values (run.log:{lines['before1']}, before the first step)" in md
+        f"values (run.log:{lines['before1']}, launch or first step)" in md
     )
 
 
