@@ -124,6 +124,31 @@ def cluster_problems(cfg: Any) -> list[str]:
     return []
 
 
+def print_dry_run(plans: list[JobPlan], runs: list[RunPaths]) -> None:
+    """Each job's own command (launch/command.json, the framework's argv per role), not submitit's
+    wrapper, with its job.sbatch path."""
+    import json
+
+    for p, r in zip(plans, runs, strict=True):
+        how = "emulated by the job; mode=native runs it" if p.cfg.mode == "emulate" else "run by the job"
+        print(f"# {p.framework}: {r.root} (mode={p.cfg.mode}: the launch below is {how})")
+        if not (r.launch / "command.json").exists():
+            print(f"  no native launch: {p.render_error}")
+            continue
+        cmd = json.loads((r.launch / "command.json").read_text())
+        sbatch = r.launch / "job.sbatch"
+        where = sbatch if sbatch.exists() else "(none)"
+        print(f"  job.sbatch: {where} ({cmd['nodes']} nodes x {cmd['gpus_per_node']} GPUs)")
+        for proc in cmd["processes"]:
+            env = " ".join(f"{k}={v}" for k, v in proc["env"].items())
+            print(
+                f"  [{proc['role']} @ node {proc['node_rank']}] {env + ' ' if env else ''}{' '.join(proc['argv'])}"
+            )
+    print(
+        f"dry run: {len(runs)} job(s) written, nothing submitted (submitit's wrapper: launch/submit.sbatch)"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m bench run ...`; exit 0 once submitted (or finished with --wait), 2 on problems."""
     ap = argparse.ArgumentParser(prog="python -m bench run", description=__doc__.split("\n\n")[0])
@@ -150,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         print("pre-flight problems (nothing submitted):\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2
     native = [p for p in plans if p.cfg.mode == "native"]
-    if native and not args.dry_run:  # the site itself (bench inspect): partition, account, runtime, storage, data
+    if (
+        native and not args.dry_run
+    ):  # the site itself (bench inspect): partition, account, runtime, storage, data
         from bench.inspect import failures
 
         if failed := failures(native):
@@ -159,28 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     from bench.submit import submit
 
     runs = submit(plans, dry_run=args.dry_run)
-    if args.dry_run:  # the framework's own command (launch/command.json), not submitit's wrapper
-        import json
-
-        for p, r in zip(plans, runs, strict=True):
-            how = "emulated by the job; mode=native runs it" if p.cfg.mode == "emulate" else "run by the job"
-            print(f"# {p.framework}: {r.root} (mode={p.cfg.mode}: the launch below is {how})")
-            if not (r.launch / "command.json").exists():
-                print(f"  no native launch: {p.render_error}")
-                continue
-            cmd = json.loads((r.launch / "command.json").read_text())
-            sbatch = r.launch / "job.sbatch"
-            print(
-                f"  job.sbatch: {sbatch if sbatch.exists() else '(none)'} ({cmd['nodes']} nodes x {cmd['gpus_per_node']} GPUs)"
-            )
-            for proc in cmd["processes"]:
-                env = " ".join(f"{k}={v}" for k, v in proc["env"].items())
-                print(
-                    f"  [{proc['role']} @ node {proc['node_rank']}] {env + ' ' if env else ''}{' '.join(proc['argv'])}"
-                )
-        print(
-            f"dry run: {len(runs)} job(s) written, nothing submitted (submitit's wrapper: launch/submit.sbatch)"
-        )
+    if args.dry_run:
+        print_dry_run(plans, runs)
         return 0
     for r in runs:
         print(r.root)
