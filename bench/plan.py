@@ -13,6 +13,8 @@ never trained) per $, i.e. minimises
 
     useful $/M = cost_per_mtok_usd / (1 - zero_advantage_frac)     ($ per M useful trained tokens)
 
+(= cost_per_mtok_usd when the policy filters zero-advantage groups before training)
+
 among splits whose largest staleness over every seed stays within `max_staleness` (default: the
 experiment's workload.staleness_budget). Production meets consumption where
 bench.report.sweep.crossing says so (the report's rule). Every number is emulated.
@@ -55,6 +57,10 @@ KEPT = (
     "cost_per_mtok_usd",
 )
 USEFUL = "useful_cost_per_mtok_usd"
+OBJECTIVE = (
+    "min useful $/M = cost_per_mtok_usd / (1 - zero_advantage_frac) (zero-advantage groups trained; "
+    "= cost_per_mtok_usd where they are filtered), subject to staleness_max <= max_staleness"
+)
 KNOBS = ("staleness_budget", "oversampling")  # swept beside the split: async bound, in-flight cap
 OWN = {"gpus", "max_staleness", "seeds", "splits", "bounds", "inflight"}  # the plan's own keys
 
@@ -176,9 +182,19 @@ def emulate_point(item: tuple[int, int, int, float, int]) -> dict[str, Any]:
     row = {"trainer_gpus": t, "generator_gpus": g, "staleness_budget": bound, "oversampling": inflight}
     row["seed"] = seed
     row.update({k: c.values.get(k) for k in KEPT})
-    za, cost = row["zero_advantage_frac"], row["cost_per_mtok_usd"]
-    row[USEFUL] = cost / (1 - za) if cost is not None and za is not None and za < 1 else None
+    row[USEFUL] = useful_cost(row["cost_per_mtok_usd"], row["zero_advantage_frac"], c.steps)
     return row
+
+
+def useful_cost(cost: float | None, zero_adv: float | None, steps: pd.DataFrame) -> float | None:
+    """$ per M useful trained tokens: trained tokens of groups with a non-zero advantage. A policy
+    that filters zero-advantage groups (filtered_samples > 0) never trains them, so its trained
+    tokens are all useful; otherwise they are trained and the zero-advantage share is paid for."""
+    if cost is None:
+        return None
+    if steps["filtered_samples"].fillna(0).sum() > 0:
+        return cost
+    return cost / (1 - zero_adv) if zero_adv is not None and zero_adv < 1 else None
 
 
 def emulate_all(cfg: Any, items: list[tuple[int, int, int, float, int]], jobs: int = JOBS) -> pd.DataFrame:
@@ -524,7 +540,7 @@ def to_json(p: Plan) -> dict[str, Any]:
         "current": split_dict(p.current),
         "sentence": p.sentence,
         "crossing_generator_gpus": p.crossing,
-        "objective": "min useful $/M = cost_per_mtok_usd / (1 - zero_advantage_frac), staleness_max <= max_staleness",
+        "objective": OBJECTIVE,
         "max_staleness": p.setup.max_staleness,
         "total_gpus": p.setup.total,
         "seeds": p.setup.seeds,

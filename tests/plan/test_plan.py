@@ -166,3 +166,15 @@ def test_from_a_measured_run_plans_on_its_setup_with_its_calibration(tmp_path, c
     assert d["sentence"].startswith("run ")
     cal = (tmp_path / "p" / "calibration.yaml").read_text()
     assert "fitted_on" in cal
+
+
+def test_useful_cost_pays_for_trained_zero_advantage_groups_only():
+    import pandas as pd
+
+    trained_all = pd.DataFrame({"filtered_samples": [0, 0]})
+    filtering = pd.DataFrame({"filtered_samples": [0, 32]})
+    # $4 per M trained tokens, 20% of groups without advantage: $5 per M useful ones when trained
+    assert plan.useful_cost(4.0, 0.2, trained_all) == pytest.approx(5.0)
+    assert plan.useful_cost(4.0, 0.2, filtering) == 4.0  # dropped before training: never paid for
+    assert plan.useful_cost(None, 0.2, trained_all) is None
+    assert plan.useful_cost(4.0, None, trained_all) is None
