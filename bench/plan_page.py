@@ -1,0 +1,148 @@
+"""The plan's page and table (bench plan): the printed table, the figure (production and
+consumption against the generator GPUs with the crossing marked, trainer idle, staleness, useful
+$/M, each with its seed band) and plan.html / plan.md / plan.json, all labelled emulated.
+
+Functions take a bench.plan.Plan (its points, recommended and current rows, setup, crossing); this
+module does not import bench.plan, which imports it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+USEFUL = "useful_cost_per_mtok_usd"  # $ per M useful trained tokens (bench.plan.useful_cost)
+KNOBS = ("staleness_budget", "oversampling")  # swept beside the split: async bound, in-flight cap
+
+
+def knob(bound: Any, inflight: Any) -> str:
+    """The label of one (async bound, in-flight cap) curve."""
+    return f"bound {int(bound)}, in-flight x{float(inflight):g}"
+
+
+TABLE = (  # (column, header, format) of the printed table and the page's
+    ("trainer_gpus", "trainer", "{:.0f}"),
+    ("generator_gpus", "generator", "{:.0f}"),
+    ("staleness_budget", "bound", "{:.0f}"),
+    ("oversampling", "in-flight", "x{:g}"),
+    ("trajectories_per_s", "traj/s", "{:.3g}"),
+    ("production_samples_per_s", "production/s", "{:.3g}"),
+    ("consumption_samples_per_s", "consumption/s", "{:.3g}"),
+    ("trainer_idle_frac", "trainer idle", "{:.0%}"),
+    ("staleness_max_max", "staleness max", "{:.0f}"),
+    ("zero_advantage_frac", "zero-adv", "{:.0%}"),
+    ("cost_per_mtok_usd", "$/M trained", "{:.3g}"),
+    (USEFUL, "$/M useful", "{:.3g}"),
+)
+
+
+def table_rows(p: Any) -> list[list[str]]:
+    """The table's cells, one row per point; seed bands as [min, max] beside the mean."""
+    out = []
+    for _, r in p.points.sort_values([*KNOBS, "generator_gpus"]).iterrows():
+        cells = []
+        for col, _, fmt in TABLE:
+            v = r[col]
+            cell = "-" if v != v else fmt.format(v)
+            if (
+                f"{col}_min" in r
+                and col not in ("trainer_gpus", "generator_gpus", *KNOBS)
+                and r[f"{col}_min"] == r[f"{col}_min"]
+            ):
+                lo, hi = fmt.format(r[f"{col}_min"]), fmt.format(r[f"{col}_max"])
+                cell += f" [{lo}, {hi}]" if lo != hi else ""
+            cells.append(cell)
+        mark = "★" if p.recommended is not None and r.name == p.recommended.name else ""
+        mark += "·" if p.current is not None and r.name == p.current.name else ""
+        mark += "" if r["staleness_ok"] else "✗"
+        out.append([mark, *cells])
+    return out
+
+
+def print_table(p: Any) -> None:
+    head = ["", *(h for _, h, _ in TABLE)]
+    rows = table_rows(p)
+    w = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
+    print("  ".join(h.rjust(n) for h, n in zip(head, w, strict=True)))
+    for row in rows:
+        print("  ".join(c.rjust(n) for c, n in zip(row, w, strict=True)))
+    print(
+        f"(emulated; mean [min, max] over {len(p.setup.seeds)} seeds; ★ recommended, · current, ✗ staleness over {p.setup.max_staleness})"
+    )
+
+
+# ---- the page ----------------------------------------------------------------------------------
+
+
+def figure(p: Any, path: Path) -> str:
+    """Production and consumption, trainer idle, staleness and useful $/M against the generator
+    GPUs, each with its seed band (bench.report.figures' band drawing); PNG to `path`, returned
+    base64 for the HTML."""
+    import base64
+
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    from bench.report.figures import DPI, _band
+
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, axes = plt.subplots(1, 4, figsize=(15, 3.8))
+    pal = sns.color_palette("tab10")
+    panels = [
+        ("trainer_idle_frac", "trainer idle (%)", 100),
+        ("staleness_max", "staleness max (versions)", 1),
+        (USEFUL, "$ / M useful trained tokens", 1),
+    ]
+    for k, (key, pts) in enumerate(p.points.groupby(list(KNOBS))):
+        pts, color, tag = pts.sort_values("sweep_value"), pal[k % 10], knob(*key)
+        _band(axes[0], pts, "production_samples_per_s", 1, color, "-", f"production ({tag})")
+        _band(axes[0], pts, "consumption_samples_per_s", 1, color, "--", f"consumption ({tag})")
+        x = p.crossing.get(tag)
+        if x is not None:
+            axes[0].axvline(x, color=color, ls=":", lw=1)
+        for ax, (col, _, scale) in zip(axes[1:], panels, strict=True):
+            if pts[col].notna().any():
+                _band(ax, pts.dropna(subset=[col]), col, scale, color, label=tag)
+    for ax, (col, _, scale) in zip(axes, [("production_samples_per_s", "", 1), *panels], strict=True):
+        for row, marker in ((p.recommended, "*"), (p.current, "o")):
+            if row is not None and row[col] == row[col]:
+                ax.scatter(row.generator_gpus, row[col] * scale, s=150 if marker == "*" else 60,
+                           marker=marker, facecolors="black" if marker == "*" else "none",
+                           edgecolors="black", zorder=5)  # fmt: skip
+    axes[0].set(
+        xlabel="generator GPUs", ylabel="samples / s", title="production (solid) vs consumption (dashed)"
+    )
+    axes[0].legend(fontsize=6, loc="best")
+    for ax, (_, name, _) in zip(axes[1:], panels, strict=True):
+        ax.set(xlabel="generator GPUs", ylabel=name, title=name)
+    fig.suptitle(f"Plan: {p.setup.total} GPUs split between generator and trainer (emulated)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, format="png", dpi=DPI)
+    plt.close(fig)
+    return base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def write_page(p: Any, doc: dict[str, Any], out: Path) -> tuple[Path, Path]:
+    """out/plan.html, out/plan.md, out/plan.json, out/plan.png (and calibration.yaml for --from)."""
+    from bench.report.render import environment
+    from bench.trace import write_json
+
+    out.mkdir(parents=True, exist_ok=True)
+    if p.setup.calibration is not None:
+        (out / "calibration.yaml").write_text(p.setup.calibration)
+    png = figure(p, out / "plan.png")
+    context = {
+        "p": p,
+        "setup": p.setup,
+        "head": ["", *(h for _, h, _ in TABLE)],
+        "rows": table_rows(p),
+        "png_b64": png,
+        "crossing": {k: ("not reached" if v is None else f"{v:.4g}") for k, v in p.crossing.items()},
+        "objective": doc["objective"],
+    }
+    env = environment()
+    html, md = out / "plan.html", out / "plan.md"
+    html.write_text(env.get_template("plan.html.j2").render(**context))
+    md.write_text(env.get_template("plan.md.j2").render(**context))
+    write_json(out / "plan.json", doc)
+    return html, md
