@@ -14,7 +14,7 @@ from bench.errors import EXIT_USAGE, UsageError
 # command -> "module:function"; each stage stays importable and testable on its own
 COMMANDS = {
     "run": ("bench.launch:main", "compose an experiment and submit one job per framework"),
-    "status": ("bench.launch:status_main", "state of each job of an experiment"),
+    "status": ("bench.monitor:status_main", "state of each job of an experiment"),
     "validate": ("bench.validate:main", "pre-flight checks of an experiment"),
     "prepare": ("bench.prepare:main", "datasets and model weights onto the site's shared filesystem"),
     "inspect": ("bench.inspect:main", "pre-flight of a site: partition, account, runtime, storage, data"),
