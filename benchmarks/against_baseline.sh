@@ -17,6 +17,7 @@ py=$PWD/.venv/bin/python
 base=$(mktemp -d /tmp/bench-baseline.XXXXXX)
 trap 'git worktree remove --force "$base" >/dev/null 2>&1 || true' EXIT
 git worktree add --detach -q "$base" "$rev"
+[ -d .testbed ] && ln -s "$PWD/.testbed" "$base/.testbed"  # dispatch: the one running testbed
 run() {  # run TREE LABEL ARGS...
   local tree=$1 label=$2
   shift 2
