@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 
 from bench import flops
 from bench.config import CONF_DIR, ModelConf
+from bench.resolve import placement_of
 from runners.run_config import Fact, Facts
 
 NOT_FLOPS = ("name", "max_context", "rope_theta")  # fields two variants of one architecture differ in
@@ -245,7 +246,7 @@ def resolve(
                 continue
             facts[name] = Fact(given, "given")
     if _is_given("experiment.placement", groups, keys) and any(k.startswith("gpus.") for k in facts):
-        placement = str(OmegaConf.select(cfg, "experiment.placement")).split(".")[-1]
+        placement = placement_of(cfg)
         logged_colocated = "gpus.hybrid" in facts
         if (placement == "colocated") != logged_colocated:
             src = next(f.source for k, f in facts.items() if k.startswith("gpus."))

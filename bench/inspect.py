@@ -356,14 +356,14 @@ def inspect_site(cfgs: dict[str, Any], nodes: dict[str, int]) -> list[Check]:
 
 def job_nodes_of(cfg: Any) -> int:
     """Nodes of the framework's rendered launch (its own placement), else the resolved layout's."""
-    from bench.resolve import Resolved
+    from bench.resolve import job_nodes
     from runners.base import load_runner
 
     try:
         launch = load_runner(cfg.framework).render_launch(cfg)
     except Exception:  # noqa: BLE001 - the rules check reports why the launch cannot render
         launch = None
-    return int(getattr(launch, "nodes", 0) or 0) or max(1, Resolved.from_config(cfg).nodes)
+    return job_nodes(cfg, launch)
 
 
 def main(argv: list[str]) -> int:

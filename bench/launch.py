@@ -59,22 +59,12 @@ def expand(overrides: list[str], multirun: bool) -> list[tuple[dict[str, str], l
     return [({k: v for k, v in point.items() if k != "framework"}, combo) for point, combo in points]
 
 
-def job_nodes(cfg: Any, launch: Any, resolved: Any = None) -> int:
-    """Nodes of one job: the runner's Launch.nodes (its own placement rules), else the resolved
-    layout's (bench.resolve)."""
-    if launch is not None and getattr(launch, "nodes", 0):
-        return int(launch.nodes)
-    from bench.resolve import Resolved
-
-    return max(1, (resolved or Resolved.from_config(cfg)).nodes)
-
-
 def plan(overrides: list[str], multirun: bool, dry_run: bool = False) -> list[JobPlan]:
     """Compose, render and validate every job; problems are collected, nothing is written.
 
     A dry run skips the "can this machine submit" checks: it must work on a laptop."""
     from bench.config import compose, for_framework
-    from bench.resolve import Resolved
+    from bench.resolve import Resolved, job_nodes
     from bench.validate import validate
     from runners.base import load_runner
 

@@ -41,6 +41,7 @@ import pandas as pd
 
 from bench.errors import UsageError
 from bench.plan_page import KNOBS, USEFUL, knob, print_table, write_page
+from bench.resolve import placement_of
 
 SEEDS = 3
 SPLITS = 16
@@ -346,7 +347,7 @@ def setup(from_dir: Path | None, given: list[str], out: Path) -> Setup:
         cfg, source, text = _from_run(from_dir, rest, out)
     else:
         cfg, source = _from_experiment(rest)
-    if str(getattr(cfg.experiment.placement, "value", cfg.experiment.placement)).endswith("colocated"):
+    if placement_of(cfg) == "colocated":
         raise UsageError(
             "experiment.placement=colocated: trainer and generator share every GPU, there is no split "
             "to plan; pass experiment.placement=disaggregated to plan one"

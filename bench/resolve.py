@@ -115,6 +115,14 @@ class Resolved:
         return d
 
 
+def job_nodes(cfg: Any, launch: Any = None, resolved: Resolved | None = None) -> int:
+    """Nodes of one job: the runner's Launch.nodes when it rendered one (its own placement rules),
+    else the resolved layout's (`resolved`, worked out here when not given)."""
+    if launch is not None and getattr(launch, "nodes", 0):
+        return int(launch.nodes)
+    return max(1, (resolved or Resolved.from_config(cfg)).nodes)
+
+
 def placement_of(cfg: Any) -> str:
     """'colocated' or 'disaggregated' from experiment.placement (an enum or its string)."""
     p = cfg.experiment.placement

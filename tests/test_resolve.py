@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench import launch
 from bench.config import compose
 from bench.emulator.run import build
-from bench.resolve import Pool, Resolved
+from bench.resolve import Pool, Resolved, job_nodes
 from bench.validate import validate
 
 
@@ -88,4 +87,4 @@ def test_validate_dispatch_and_emulator_take_the_same_numbers(overrides):
         r.kv_tokens_per_engine,
     )
     assert loop.generator.engines == r.engines and prov["policy"] == r.policy
-    assert launch.job_nodes(cfg, None) == r.nodes
+    assert job_nodes(cfg, None) == r.nodes

@@ -9,6 +9,7 @@ import pytest
 
 from bench import launch, rundir
 from bench.config import compose
+from bench.resolve import job_nodes
 
 
 def test_sweep_expands_with_hydra_syntax_into_the_cartesian_product():
@@ -52,9 +53,9 @@ def test_smoke_layout_is_two_whole_nodes_of_eight_gpus():
 
 def test_colocated_layout_counts_trainer_gpus_only():
     cfg = compose(["experiment=smoke", "experiment.placement=colocated", "experiment.generator_gpus=8"])
-    assert launch.job_nodes(cfg, None) == 1
+    assert job_nodes(cfg, None) == 1
     cfg = compose(["experiment=smoke", "experiment.trainer_gpus=24", "experiment.generator_gpus=16"])
-    assert launch.job_nodes(cfg, None) == 5  # 40 GPUs over 8 per node
+    assert job_nodes(cfg, None) == 5  # 40 GPUs over 8 per node
 
 
 def test_point_slug_names_the_swept_values():
