@@ -23,6 +23,7 @@ from typing import Any
 from hydra.utils import instantiate
 
 from bench.trace import atomic_path, redact
+from runners.run_config import RAY_PREFIX_PATTERN
 
 
 @dataclass
@@ -101,8 +102,8 @@ NOT_INSTALLED = "not installed here"  # ends a native-check line that means "cou
 # framework on Ray prints before a worker's line; parsers match what follows them.
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 ANSI_BYTES = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
-RAY_PREFIX = re.compile(r"^\((?P<actor>\w+) pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?\)\s*")
-RAY_PREFIX_BYTES = re.compile(rb"^\((?P<actor>\w+) pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?\)\s*")
+RAY_PREFIX = re.compile("^" + RAY_PREFIX_PATTERN + r"\s*")
+RAY_PREFIX_BYTES = re.compile(("^" + RAY_PREFIX_PATTERN + r"\s*").encode())
 
 
 def clean_line(line: str) -> str:

@@ -17,13 +17,8 @@ from typing import Any
 
 import yaml
 
-from runners.run_config import line_at, source
+from runners.run_config import RAY_PREFIX, line_at, source
 
-# `(TaskRunner pid=N, ip=...)` with its colour codes; logs copied through some tools keep the
-# codes without their ESC byte (`[36m(TaskRunnerV1 pid=1)[0m`), so ESC is optional here.
-RAY_PREFIX = re.compile(
-    r"^(?:\x1b?\[[0-9;]*m)*\((?:[\w.:-]+) pid=\d+(?:, ip=[\d.]+)?\)(?:\x1b?\[[0-9;]*m)* ?"
-)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 INTERP = re.compile(r"^\$\{(?:oc\.select:)?([\w.]+)(?:,\s*([^}]*))?\}$")
 

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runners.run_config import source
+from runners.run_config import RAY_PREFIX_PATTERN, source
 
 TAIL_BYTES = 256 << 10
 # A fatal error is among the last lines a process prints (Ray's detail lines, its job-failed banner,
@@ -31,9 +31,7 @@ FATAL_TAIL_LINES = 200
 STEP_RECORD = re.compile(r"\bstep:\d+ - |\bStep \d+ \||\bperf \d+: \{")
 TRACEBACK_DETAIL_LINES = 30  # Ray prints the actor's class, id, pid and exit detail under the error
 # Ray's `(TaskRunner pid=N)` and torchrun's `[trainer0]:` / `[default0]:` line prefixes
-PREFIX = re.compile(
-    r"^(?:\x1b?\[[0-9;]*m)*(?:\([\w.:-]+ pid=\d+[^)]*\)(?:\x1b?\[[0-9;]*m)* ?)?(?:\[[A-Za-z]+\d+\]:)?"
-)
+PREFIX = re.compile(r"^(?:\x1b?\[[0-9;]*m)*(?:" + RAY_PREFIX_PATTERN + r" ?)?(?:\[[A-Za-z]+\d+\]:)?")
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 EXC_LINE = re.compile(
     r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Timeout))(?::\s*(.*))?$"

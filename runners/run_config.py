@@ -25,6 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# Ray's actor prefix `(TaskRunner pid=12, ip=10.0.0.1)` with the colour codes around it; logs copied
+# through some tools keep the codes without their ESC byte (`[36m(TaskRunnerV1 pid=1)[0m`), so ESC
+# is optional. The one definition: runners.base.clean_line and the config readers build on it.
+RAY_PREFIX_PATTERN = r"(?:\x1b?\[[0-9;]*m)*\([\w.:-]+ pid=\d+[^)]*\)(?:\x1b?\[[0-9;]*m)*"
+RAY_PREFIX = re.compile("^" + RAY_PREFIX_PATTERN + " ?")
+
 FACT_NAMES = (
     "model_path",
     "architecture",
@@ -160,7 +166,7 @@ def hf_config_architecture(text: str) -> tuple[dict[str, Any], int] | None:
         return None
     body, depth = ["{"], 1
     for line in text[m.end() :].splitlines()[1:]:
-        line = re.sub(r"^(?:\x1b?\[[0-9;]*m)*\([\w.:-]+ pid=\d+[^)]*\)(?:\x1b?\[[0-9;]*m)* ?", "", line)
+        line = RAY_PREFIX.sub("", line)
         body.append(line)
         depth += line.count("{") - line.count("}")
         if depth <= 0:
