@@ -68,31 +68,39 @@ def git_revision(repo: Path = REPO) -> str:
     return f"{sha}-dirty" if sha and dirty else sha or "unknown"
 
 
-def initial_manifest(
-    cfg: Any, paths: RunPaths, point: dict[str, str], overrides: list[str], resolved: Any = None
-) -> dict:
-    """The manifest written at submission: status running, dispatch fields still empty; `resolved`
+def run_identity(cfg: Any, paths: RunPaths, mode: str, resolved: Any = None) -> dict:
+    """What every run's manifest starts with (status running): identity, mode, the redacted config,
+    its derived layout and the `inferred` block an ingested run carries too; `resolved`
     (bench.resolve.Resolved of cfg) is worked out here when not given."""
     from bench.infer import inferred_from_config
     from bench.resolve import Resolved
     from bench.validate import to_container
 
     resolved = resolved or Resolved.from_config(cfg)
-
     return {
         "experiment": cfg.experiment.name,
         "run_id": paths.root.name,
         "framework": cfg.framework.name,
         "framework_version": cfg.framework.version,
-        "mode": MODE_NAMES[cfg.mode],
+        "mode": mode,
         "status": "running",
+        "config": redact_config(to_container(cfg)),
+        "resolved": resolved.to_dict(),
+        "inferred": inferred_from_config(cfg, resolved),
+    }
+
+
+def initial_manifest(
+    cfg: Any, paths: RunPaths, point: dict[str, str], overrides: list[str], resolved: Any = None
+) -> dict:
+    """The manifest written at submission: the run's identity (run_identity), where and how it was
+    dispatched, dispatch fields still empty."""
+    return {
+        **run_identity(cfg, paths, MODE_NAMES[cfg.mode], resolved),
         "cluster": cfg.cluster.name,
         "sweep_point": point,
         "overrides": overrides,
         "git_revision": git_revision(),
-        "config": redact_config(to_container(cfg)),
-        "resolved": resolved.to_dict(),
-        "inferred": inferred_from_config(cfg, resolved),  # the same block an ingested run carries
         "dispatch": {
             "executor": str(getattr(cfg.cluster.executor, "value", cfg.cluster.executor)),
             "state": "SUBMITTING",

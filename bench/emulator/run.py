@@ -16,8 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
 from bench.emulator import costmodel
 from bench.emulator.draws import Draws
 from bench.emulator.generator import GenerationEngine, Pool
@@ -123,20 +121,10 @@ def emulate(cfg: Any, run_dir: Path | str) -> RunPaths:
     from bench import rundir
 
     paths = RunPaths(Path(run_dir)).make()
-    manifest = {
-        "experiment": cfg.experiment.name,
-        "run_id": paths.root.name,
-        "framework": cfg.framework.name,
-        "framework_version": cfg.framework.version,
-        "mode": "emulated",
-        "status": "running",
-        "config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),  # redacted by write_manifest
-    }
     r = Resolved.from_config(cfg)
-    from bench.infer import inferred_from_config
-
-    write_manifest(paths, {**manifest, "resolved": r.to_dict(), "inferred": inferred_from_config(cfg, r)})
-    rundir.write_resolved_config(paths, manifest["config"], r.to_dict())
+    manifest = rundir.run_identity(cfg, paths, "emulated", r)
+    write_manifest(paths, manifest)
+    rundir.write_resolved_config(paths, manifest["config"], manifest["resolved"])
     rundir.finish(paths, True, extra=emulate_into(cfg, paths, r))
     return paths
 
