@@ -107,6 +107,10 @@ class Algorithm(str, Enum):
     grpo = "grpo"
     gspo = "gspo"
     dapo = "dapo"
+    # On-policy distillation: every finished rollout is scored by a teacher (one prefill-only
+    # forward over prompt + response returning per-token log-probs); the loss is the sampled-token
+    # reverse KL against the teacher, with coefficient workload.kl_coef. No task reward is needed.
+    opd = "opd"
 
 
 @dataclass
@@ -171,6 +175,23 @@ class GeneratorParallelConf:
     gpu_memory_utilization: float = 0.85
 
 
+class TeacherPlacement(str, Enum):
+    dedicated = "dedicated"  # its own GPUs (verl and Miles in the opd-benchmark: GPU 1)
+    with_generator = "with_generator"  # served on the generator's GPUs (Prime-RL's opd run)
+
+
+@dataclass
+class TeacherConf:
+    """A teacher (or reward model / judge) that scores finished rollouts with a prefill-only pass."""
+
+    model: str = MISSING  # a conf/model option name (e.g. qwen3_0_6b), loaded with the ModelConf schema
+    gpus: int = 0  # dedicated teacher GPUs (0 with placement=with_generator)
+    placement: TeacherPlacement = TeacherPlacement.dedicated
+    tp: int = 1  # GPUs per teacher engine
+    domains: list[str] = field(default_factory=list)  # workload.task values it scores; [] = every domain
+    checkpoint: str = ""  # HF repo id / path of the teacher weights when it differs from model.name
+
+
 @dataclass
 class ExperimentConf:
     name: str = MISSING
@@ -185,6 +206,7 @@ class ExperimentConf:
     filter_zero_advantage: bool = False
     seed: int = 0
     notes: str = ""
+    teachers: list[TeacherConf] = field(default_factory=list)  # scoring stage (workload.algorithm=opd)
 
 
 @dataclass
@@ -264,6 +286,7 @@ class EmulatorConf:
     async_lag: int = 1  # batches a fully-async generator may run ahead (prime-rl fixes it at 1)
     steps: int = 0  # trainer steps to emulate; 0 = workload.steps
     pace: float = 0.0  # wall seconds per emulated step: >0 streams steps into the trace as a run would
+    score_fixed_s: float = 0.1  # per scoring batch on a teacher engine: request round trip + scheduling (s)
 
 
 @dataclass
