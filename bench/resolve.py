@@ -1,6 +1,7 @@
 """Every number derived from a composed config, worked out once: `Resolved.from_config(cfg)`.
 
-GPU pools per role and the job's nodes, the trainer's parallel layout, generation engines (TP x DP
+GPU pools per role (trainer, generator, dedicated teachers) and the job's nodes, each teacher of
+experiment.teachers with its model (conf/model/<name>.yaml) and engines, the trainer's parallel layout, generation engines (TP x DP
 attention, with EP inside the engine), KV-cache bytes per token (GQA and MLA), engine memory and
 the concurrency ceiling, and the framework mode -> emulator policy choice. Validation, dispatch,
 the emulator's cost model and metrics read these numbers from here and derive none of them again;
@@ -16,7 +17,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
+
+from omegaconf import OmegaConf
 
 from bench.flops import param_counts
 
@@ -37,13 +41,32 @@ class Pool:
 
 
 @dataclass(frozen=True)
+class TeacherPool:
+    """One teacher of experiment.teachers, resolved: what scores which domains on which engines."""
+
+    model: str  # conf/model option name
+    weights: str  # checkpoint when given, else the model's HF repo id ("" when the model is unknown)
+    placement: str  # dedicated (its own GPUs) | with_generator (served on the generator's GPUs)
+    gpus: int  # dedicated GPUs (0 with_generator)
+    engine_gpus: int  # GPUs of one teacher engine (its tp)
+    engines: int  # dedicated: gpus / tp; with_generator: generator GPUs / tp (floored)
+    domains: tuple[str, ...]  # workload.task values it scores; () = every domain
+    active_params: float  # parameters a token's forward pass uses (0 when the model is unknown)
+    weight_bytes: float  # all weights at 2 bytes (BF16) on one engine
+
+    def scores(self, domain: str) -> bool:
+        return not self.domains or domain in self.domains
+
+
+@dataclass(frozen=True)
 class Resolved:
     """The derived layout of one composed config (one framework at one sweep point)."""
 
     placement: str  # colocated | disaggregated
     trainer: Pool
     generator: Pool  # on colocated runs: the trainer's GPUs, time-shared
-    total_gpus: int  # GPUs the run holds: trainer + generator, counted once when colocated
+    teacher: Pool  # dedicated teacher GPUs of every teacher (0 GPUs without dedicated teachers)
+    total_gpus: int  # GPUs the run holds: trainer + generator (once when colocated) + dedicated teachers
     nodes: int  # nodes of the job
     gpus_per_node: int  # of the cluster
     trainer_dp: int  # data-parallel size: trainer GPUs / (tp x pp x cp); 0 when it does not divide
@@ -59,6 +82,7 @@ class Resolved:
     mode: str  # the framework's native mode ("" when it cannot be resolved: see mode_notes)
     policy: str  # dotted path of the emulator policy that models that mode
     mode_notes: tuple[str, ...] = ()
+    teachers: tuple[TeacherPool, ...] = ()  # experiment.teachers in order
 
     @property
     def colocated(self) -> bool:
@@ -70,13 +94,18 @@ class Resolved:
         gpn = int(cfg.cluster.gpus_per_node)
         placement = placement_of(cfg)
         trainer = _pool(int(e.trainer_gpus), gpn)
+        teachers = tuple(_teacher(t, int(e.generator_gpus)) for t in e.get("teachers") or ())
+        teacher = _pool(sum(t.gpus for t in teachers), gpn)
         if placement == "colocated":
-            generator, total, nodes = trainer, trainer.gpus, trainer.nodes
+            generator, total = trainer, trainer.gpus + teacher.gpus
+            pools_nodes = trainer.nodes + teacher.nodes
         else:
             generator = _pool(int(e.generator_gpus), gpn)
-            total = trainer.gpus + generator.gpus
-            # both pools on one node when they fit (verl's 2 + 6 one-step-off example), else node-disjoint
-            nodes = 1 if total <= gpn else trainer.nodes + generator.nodes
+            total = trainer.gpus + generator.gpus + teacher.gpus
+            pools_nodes = trainer.nodes + generator.nodes + teacher.nodes
+        # every pool on one node when they fit (verl's 2 + 6 one-step-off example; the opd-benchmark's
+        # 1 + 1 teacher), else node-disjoint
+        nodes = 1 if total <= gpn else pools_nodes
         mp = int(e.trainer.tp) * int(e.trainer.pp) * int(e.trainer.cp)
         engine_gpus = int(g.tp) * int(g.dp)
         weights = param_counts(cfg.model)["total"] * float(g.dtype_bytes)
@@ -90,6 +119,7 @@ class Resolved:
             placement=placement,
             trainer=trainer,
             generator=generator,
+            teacher=teacher,
             total_gpus=total,
             nodes=nodes,
             gpus_per_node=gpn,
@@ -106,12 +136,14 @@ class Resolved:
             mode=mode,
             policy=policy,
             mode_notes=tuple(notes),
+            teachers=teachers,
         )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values for config.resolved.yaml and the manifest (`resolved:`)."""
         d = asdict(self)
         d["mode_notes"] = list(self.mode_notes)
+        d["teachers"] = [{**t, "domains": list(t["domains"])} for t in d["teachers"]]
         return d
 
 
@@ -127,6 +159,49 @@ def placement_of(cfg: Any) -> str:
     """'colocated' or 'disaggregated' from experiment.placement (an enum or its string)."""
     p = cfg.experiment.placement
     return str(getattr(p, "value", p)).rsplit(".", 1)[-1]
+
+
+def _teacher(t: Any, generator_gpus: int) -> TeacherPool:
+    """experiment.teachers[i] resolved (an unknown model resolves to 0 parameters: validate names it)."""
+    model = load_model(str(t.model))
+    placement = str(getattr(t.placement, "value", t.placement)).rsplit(".", 1)[-1]
+    tp = int(t.tp)
+    gpus = int(t.gpus) if placement == "dedicated" else 0
+    served = gpus if placement == "dedicated" else generator_gpus
+    p = param_counts(model) if model is not None else {"total": 0.0, "active": 0.0}
+    return TeacherPool(
+        model=str(t.model),
+        weights=str(t.checkpoint) or (str(model.name) if model is not None else ""),
+        placement=placement,
+        gpus=gpus,
+        engine_gpus=tp,
+        engines=served // tp if tp > 0 else 0,
+        domains=tuple(str(d) for d in t.domains),
+        active_params=p["active"],
+        weight_bytes=p["total"] * 2.0,
+    )
+
+
+@lru_cache(maxsize=64)
+def load_model(name: str) -> Any:
+    """conf/model/<name>.yaml under the ModelConf schema (its `defaults:` bases merged first), read
+    only; None when there is no such option (bench.config.group_options("model") lists them)."""
+    from bench.config import CONF_DIR, ModelConf
+
+    path = CONF_DIR / "model" / f"{name}.yaml"
+    if not name or "/" in name or not path.is_file():
+        return None
+    node = OmegaConf.load(path)
+    bases = [b for b in node.pop("defaults", []) if b != "_self_"]
+    merged = OmegaConf.structured(ModelConf)
+    for base in bases:
+        parent = load_model(str(base))
+        if parent is None:
+            return None
+        merged = OmegaConf.merge(merged, parent)
+    merged = OmegaConf.merge(merged, node)
+    OmegaConf.set_readonly(merged, True)
+    return merged
 
 
 def _pool(gpus: int, gpus_per_node: int) -> Pool:

@@ -146,6 +146,76 @@ def _check_memory(cfg: Any, s: Resolved) -> list[str]:
     return out
 
 
+def _check_teachers(cfg: Any, r: Resolved) -> list[str]:
+    """experiment.teachers against workload.algorithm (opd needs a teacher for every domain; other
+    algorithms have none), each teacher's model option, GPUs by placement, and engine size."""
+    from bench.config import group_options
+    from bench.resolve import load_model
+
+    w, e, c = cfg.workload, cfg.experiment, cfg.cluster
+    teachers = list(e.get("teachers") or ())
+    algorithm = str(getattr(w.algorithm, "value", w.algorithm))
+    if algorithm != "opd":
+        if teachers:
+            return [
+                f"experiment.teachers: {len(teachers)} teacher(s) but workload.algorithm={algorithm}; expected "
+                "workload.algorithm=opd (GRPO-style algorithms score with a task reward, not a teacher) or "
+                "experiment.teachers=[]"
+            ]
+        return []
+    if not teachers:
+        return [
+            "workload.algorithm=opd: experiment.teachers is empty; expected at least one teacher, e.g. "
+            "experiment.teachers=[{model:qwen3_0_6b,gpus:1}]"
+        ]
+    out = []
+    for i, (t, tr) in enumerate(zip(teachers, r.teachers, strict=True)):
+        key = f"experiment.teachers[{i}]"
+        if load_model(str(t.model)) is None:
+            out.append(
+                f"{key}.model={t.model}: no conf/model/{t.model}.yaml; choose one of {', '.join(group_options('model'))}"
+            )
+        if t.tp < 1:
+            out.append(f"{key}.tp={t.tp}: expected >= 1 (GPUs per teacher engine)")
+            continue
+        if tr.placement == "dedicated":
+            if t.gpus < 1:
+                out.append(
+                    f"{key}.gpus={t.gpus}: expected >= 1 with placement=dedicated (or placement=with_generator)"
+                )
+            elif t.gpus % t.tp:
+                out.append(
+                    f"{key}.tp={t.tp}: expected a divisor of {key}.gpus={t.gpus} (whole teacher engines)"
+                )
+            elif tr.weight_bytes / t.tp / GB >= cfg.hardware.hbm_gb:
+                out.append(
+                    f"{key}.tp={t.tp}: {t.model} weights {tr.weight_bytes / GB:.0f} GB do not fit {t.tp} x "
+                    f"{cfg.hardware.hbm_gb:g} GB ({cfg.hardware.name}); expected a larger tp"
+                )
+        else:
+            if t.gpus != 0:
+                out.append(
+                    f"{key}.gpus={t.gpus}: expected 0 with placement=with_generator (served on the generator's GPUs)"
+                )
+            if e.generator_gpus % t.tp:
+                out.append(
+                    f"{key}.tp={t.tp}: expected a divisor of experiment.generator_gpus={e.generator_gpus} "
+                    "(placement=with_generator: teacher engines on the generator's GPUs)"
+                )
+    if r.teacher.gpus > c.gpus_per_node and r.teacher.gpus % c.gpus_per_node:
+        out.append(
+            f"experiment.teachers: {r.teacher.gpus} dedicated GPUs: expected a multiple of "
+            f"cluster.gpus_per_node={c.gpus_per_node} (roles get whole nodes)"
+        )
+    if not any(t.scores(str(w.task)) for t in r.teachers):
+        domains = sorted({d for t in r.teachers for d in t.domains})
+        out.append(
+            f"experiment.teachers: no teacher scores workload.task={w.task} (domains {domains}); expected one "
+            f"with domains: [] (every domain) or including {w.task}"
+        )
+    return out
+
+
 def _check_framework(cfg: Any) -> list[str]:
     from runners.base import load_runner
 
@@ -238,7 +308,7 @@ def validate_workload(cfg: Any, r: Resolved | None = None) -> list[str]:
     if ranges:  # the layout and memory arithmetic divides by these values: name them alone
         return ranges + _check_mode(cfg) + _check_workload(cfg)
     r = r or Resolved.from_config(cfg)
-    problems = _check_mode(cfg) + _check_workload(cfg) + _check_gpus(cfg, r)
+    problems = _check_mode(cfg) + _check_workload(cfg) + _check_gpus(cfg, r) + _check_teachers(cfg, r)
     if not any(p.startswith("experiment.generator: tp x dp") for p in problems):
         problems += _check_memory(cfg, r)
     return problems
