@@ -244,10 +244,13 @@ def fit_all(
         fits.append(fit_logprob(cfg, steady, rate, fw, run))
     else:
         fallback(["emulator.logprob_passes"], "no logprob_s column (or no fitted trainer rate)")
+    decode = ["emulator.decode_bw_eff", "emulator.decode_step_floor_s"]
     if resp and enough and complete(steady, ["gen_s", "prompt_tokens", "samples"]):
         fits.append(fit_decode(cfg, r, steps, resp, rollouts, run))
+        other = next(k for k in decode if k != fits[-1].key)
+        fallback([other], f"one decode input per run: {fits[-1].key} bounds this run's generation time")
     else:
-        fallback(["emulator.decode_bw_eff"], "no gen_s column (generation time per step is not logged)")
+        fallback(decode, "no gen_s column (generation time per step is not logged)")
     if "sync_s" in steady and steady.sync_s.notna().sum() >= max(len(steady) // 2, 1):
         fits.append(fit_sync(cfg, r, steady, run))
     else:

@@ -14,6 +14,9 @@ import numpy as np
 import pandas as pd
 
 MIN_STEADY = 3  # steady steps a regression needs
+# A decode that would need less than this share of HBM bandwidth is latency-bound (a decision:
+# bandwidth-bound decode batches reach tens of percent of it; the opd runs would imply 2-7%)
+MIN_DECODE_BW_EFF = 0.15
 
 
 @dataclass
@@ -115,32 +118,34 @@ def rollout_sigma(rollouts: pd.DataFrame, cap: int) -> float | None:
 def fit_response(
     steps: pd.DataFrame, rollouts: pd.DataFrame | None, cap: int, sigma: float, run: str
 ) -> list[Fit]:
-    """Lognormal mean fraction and linear drift of response length against per-step means, for the
-    shape `sigma` (from rollouts.parquet when logged: then also a fit; else the workload's)."""
+    """Lognormal mean fraction and drift of response length against per-step means, for the shape
+    `sigma` (from rollouts.parquet when logged: then also a fit; else the workload's). The drift is
+    the emulator's: linear over `response_len_drift_steps` steps, flat after (bench.emulator.draws)."""
     m, source = response_means(steps, rollouts)
     n = len(m)
-    k = np.arange(n) / max(n - 1, 1)
     fitted_sigma = (
         rollout_sigma(rollouts, cap) if rollouts is not None and "step_consumed" in rollouts else None
     )
     sigma = fitted_sigma or sigma
-    # the emulator's pre-cap mean at progress k: start x (1 + (drift - 1) k); start <= cap (validate)
+    # the emulator's pre-cap mean at step i: start x (1 + (drift - 1) min(i / D, 1)); start <= cap
     start = np.linspace(0.02, 1.0, 99)[:, None, None] * cap
     drift = np.linspace(0.05, 3.0, 119)[None, :, None]
-    pred = capped_mean(np.maximum(start * (1 + (drift - 1) * k[None, None, :]), 1e-3), sigma, cap)
-    res = np.sqrt(np.mean(((pred - m) / m) ** 2, axis=2))
-    i, j = np.unravel_index(np.argmin(res), res.shape)
+    best = (math.inf, 0, 0, n - 1)
+    for d_steps in np.unique(np.geomspace(1, max(n - 1, 1), 24).round().astype(int)):
+        k = np.minimum(np.arange(n) / d_steps, 1.0)
+        pred = capped_mean(np.maximum(start * (1 + (drift - 1) * k[None, None, :]), 1e-3), sigma, cap)
+        res = np.sqrt(np.mean(((pred - m) / m) ** 2, axis=2))
+        i, j = np.unravel_index(np.argmin(res), res.shape)
+        if res[i, j] < best[0] - 1e-9:  # ties: the longest drift (the earlier, shorter D loses)
+            best = (float(res[i, j]), i, j, int(d_steps))
+    err, i, j, d_steps = best
+    d_steps = 0 if d_steps >= n - 1 else d_steps  # 0: over the whole run (the workload default)
     on = f"{run} {source}, steps 1-{n} (cap workload.max_response_len={cap}, sigma {sigma:.2f})"
-    note = "least squares on the capped means; the emulator's drift is linear in the step"
+    note = "least squares on the capped means; the emulator's drift is linear over response_len_drift_steps, then flat"
     fits = [
-        Fit(
-            "workload.response_len_mean_frac",
-            round(float(start[i, 0, 0]) / cap, 4),
-            on,
-            float(res[i, j]),
-            note=note,
-        ),
-        Fit("workload.response_len_drift", round(float(drift[0, j, 0]), 4), on, float(res[i, j]), note=note),
+        Fit("workload.response_len_mean_frac", round(float(start[i, 0, 0]) / cap, 4), on, err, note=note),
+        Fit("workload.response_len_drift", round(float(drift[0, j, 0]), 4), on, err, note=note),
+        Fit("workload.response_len_drift_steps", d_steps, on, err, note=note),
     ]
     if fitted_sigma:
         fits.append(
@@ -210,25 +215,22 @@ def fit_logprob(cfg: Any, steady: pd.DataFrame, rate: float, framework: str, run
     )
 
 
-def _decode_time(engine: Any, lengths: np.ndarray, prompt: float, eff: float) -> float:
-    """Seconds to decode `lengths` sequences started together on one engine at bandwidth share eff:
-    one decode step per position, the batch being the sequences still running (the roofline of
-    costmodel.EngineModel: bytes over bandwidth x eff, or compute when the batch is large). The live
-    context is the emulator's own convention (bench/emulator/loop.py): prompt + half the mean
-    response, so a fitted efficiency means in the emulator what it meant here."""
+def _decode_time(engine: Any, lengths: np.ndarray, prompt: float) -> float:
+    """Seconds to decode `lengths` sequences started together on one `engine`: one decode step per
+    position, the batch being the sequences still running (costmodel.EngineModel.decode_step_s: the
+    roofline, never below the engine's floor). The live context is the emulator's own convention
+    (bench/emulator/loop.py): prompt + half the mean response, so a fitted value means in the
+    emulator what it meant here."""
     pos = np.arange(1, int(lengths.max()) + 1, dtype=float)
     batch = (lengths[None, :] >= pos[:, None]).sum(axis=1).astype(float)
-    live = prompt + 0.5 * float(lengths.mean())
-    mem = replace(engine, compute=math.inf).decode_step_s(batch, live)  # at full bandwidth
-    comp = 2.0 * engine.active_params * batch / engine.compute
-    return float(np.maximum(mem / eff, comp).sum())
+    return float(engine.decode_step_s(batch, prompt + 0.5 * float(lengths.mean())).sum())
 
 
 def step_lengths(
     resp: list[Fit], sigma: float, n: int, k: float, cap: int, rollouts: pd.DataFrame | None, step: int
 ) -> np.ndarray:
     """Response lengths of one step's `n` sequences: the step's trained rollouts when logged, else
-    n evenly spaced quantiles of the fitted capped lognormal at that step (deterministic)."""
+    n evenly spaced quantiles of the fitted capped lognormal at drift progress `k` (0..1)."""
     if rollouts is not None and "step_consumed" in rollouts:
         got = rollouts.loc[rollouts.step_consumed == step, "response_tokens"].dropna().to_numpy(float)
         if len(got):
@@ -240,62 +242,86 @@ def step_lengths(
 
 
 def fit_decode(cfg: Any, r: Any, steps: pd.DataFrame, resp: list[Fit], rollouts, run: str) -> Fit:
-    """decode_bw_eff: the share of full-bandwidth roofline decode speed that makes the modelled
-    generation time of every steady step add up to the logged gen_s (bisection)."""
+    """One decode input, whichever bounds the logged generation time of the steady steps:
+
+    - `decode_bw_eff`, the share of full-bandwidth roofline speed (a large batch), floor 0;
+    - `decode_step_floor_s` at the configured `decode_bw_eff` instead, when that share would be
+      below MIN_DECODE_BW_EFF (a small batch: generation ~ the longest sequence x the per-iteration
+      latency, which no bandwidth share describes at other batch sizes).
+    Both by bisection on the sum of modelled against logged gen_s."""
     from bench.emulator.costmodel import engine_model
 
-    engine = engine_model(cfg, r)
-    engine = replace(engine, bw=engine.gpus * float(cfg.hardware.hbm_tbps) * 1e12)  # eff = 1
+    engine = replace(engine_model(cfg, r), floor_s=0.0)
+    full_bw = engine.gpus * float(cfg.hardware.hbm_tbps) * 1e12
     cap, n_all = int(cfg.workload.max_response_len), len(steps)
     sent = "dispatched_samples" if complete(steps, ["dispatched_samples"]) else "samples"
+    sigma = next((f.value for f in resp if f.key.endswith("sigma")), float(cfg.workload.response_len_sigma))
+    drift_steps = next(f.value for f in resp if f.key.endswith("drift_steps")) or n_all - 1
     cases = []
     for i in range(1, n_all):
         row = steps.iloc[i]
         n = math.ceil(float(row[sent]) / r.engines)
-        sigma = next(
-            (f.value for f in resp if f.key.endswith("sigma")), float(cfg.workload.response_len_sigma)
+        lengths = step_lengths(
+            resp, sigma, n, min(i / max(drift_steps, 1), 1.0), cap, rollouts, int(row.step)
         )
-        lengths = step_lengths(resp, sigma, n, i / max(n_all - 1, 1), cap, rollouts, int(row.step))
         prompt = float(row.prompt_tokens) / float(row.samples)
         prefill = float(
             engine.prefill_s(prompt)
         )  # the emulator's: one rollout's prefill, a delay before decoding
         cases.append((lengths, prompt, prefill, float(row.gen_s)))
-
-    def total(eff: float) -> np.ndarray:
-        return np.array([_decode_time(engine, ln, pr, eff) + pf for ln, pr, pf, _ in cases])
-
     logged = np.array([c[3] for c in cases])
-    lo, hi, note = 1e-4, 1.0, ""
-    if total(hi).sum() > logged.sum():
-        eff, note = hi, "the roofline at full bandwidth is slower than logged: capped at 1"
-    else:
+
+    def total(e: Any) -> np.ndarray:
+        return np.array([_decode_time(e, ln, pr) + pf for ln, pr, pf, _ in cases])
+
+    def bisect(modelled, lo: float, hi: float, rising: bool) -> float:
         for _ in range(60):
             mid = math.sqrt(lo * hi)
-            lo, hi = (mid, hi) if total(mid).sum() > logged.sum() else (lo, mid)
-        eff = math.sqrt(lo * hi)
-    res = float(np.sqrt(np.mean(((total(eff) - logged) / logged) ** 2)))
+            short = modelled(mid).sum() < logged.sum()
+            lo, hi = (mid, hi) if short == rising else (lo, mid)
+        return math.sqrt(lo * hi)
+
     on = (
         f"{run} trace/steps.parquet gen_s vs the decode roofline of {sent} sequences per engine "
         f"({r.engines} engine(s) of {r.engine_gpus} GPU(s)), steady steps"
     )
-    return Fit("emulator.decode_bw_eff", round(eff, 5), on, res, note=note)
+    note = ""
+    if total(replace(engine, bw=full_bw)).sum() > logged.sum():
+        eff, note = 1.0, "the roofline at full bandwidth is slower than logged: capped at 1"
+    else:
+        eff = bisect(lambda x: total(replace(engine, bw=full_bw * x)), 1e-4, 1.0, rising=False)
+    if eff >= MIN_DECODE_BW_EFF:
+        res = float(np.sqrt(np.mean(((total(replace(engine, bw=full_bw * eff)) - logged) / logged) ** 2)))
+        return Fit("emulator.decode_bw_eff", round(eff, 5), on, res, note=note)
+    # latency-bound: no engine decodes at so small a share of its bandwidth; the per-iteration floor
+    # explains the time at the configured share instead
+    at_eff = replace(engine, bw=full_bw * float(cfg.emulator.decode_bw_eff))
+    floor = bisect(lambda f: total(replace(at_eff, floor_s=f)), 1e-6, 10.0, rising=True)
+    res = float(np.sqrt(np.mean(((total(replace(at_eff, floor_s=floor)) - logged) / logged) ** 2)))
+    note = (
+        f"latency-bound: a bandwidth share of {eff:.3f} (< {MIN_DECODE_BW_EFF}) would be needed; "
+        f"the floor is fitted at decode_bw_eff {cfg.emulator.decode_bw_eff}"
+    )
+    return Fit("emulator.decode_step_floor_s", round(floor, 6), on, res, note=note)
 
 
 def fit_sync(cfg: Any, r: Any, steady: pd.DataFrame, run: str) -> Fit:
-    """weight_sync_fixed_s: mean logged sync_s minus the shard transfer the emulator adds at
-    weight_sync_eff (costmodel.weight_sync_s with no fixed part)."""
+    """weight_sync_fixed_s: mean logged sync_s minus what the emulator adds on the framework's path
+    (costmodel.weight_sync_s with no fixed part, plus the colocated hand-off it counts in sync_s)."""
     from omegaconf import OmegaConf
 
-    from bench.emulator.costmodel import weight_sync_s
+    from bench.emulator.costmodel import handoff_s, sync_path, weight_sync_s
 
     t = steady.sync_s.dropna().to_numpy(float)
     bare = OmegaConf.merge(cfg, {"emulator": {"weight_sync_fixed_s": 0.0}})
-    transfer = weight_sync_s(bare, r)
+    transfer = weight_sync_s(bare, r) + handoff_s(cfg, r)
     fixed, note = float(t.mean()) - transfer, ""
     if fixed < 0:
-        fixed, note = 0.0, f"the transfer alone ({transfer:.3g} s) exceeds the logged mean: fixed part 0"
-    on = f"{run} trace/steps.parquet sync_s ({len(t)} steady steps) - {transfer:.3g} s transfer"
+        fixed, note = 0.0, f"the modelled path alone ({transfer:.3g} s) exceeds the logged mean: fixed part 0"
+    on = (
+        f"{run} trace/steps.parquet sync_s ({len(t)} steady steps) - {transfer:.3g} s modelled "
+        f"({sync_path(cfg, r)} path{' + hand-off' if r.colocated else ''})"
+    )
     return Fit("emulator.weight_sync_fixed_s", round(fixed, 4), on, float(t.std() / t.mean()), "cv", note)
 
 

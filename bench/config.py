@@ -99,6 +99,7 @@ class HardwareConf:
     tdp_w: float = MISSING
     nvlink_gbps: float = MISSING  # unidirectional per GPU, GB/s
     network_gbps: float = MISSING  # scale-out per GPU, GB/s (e.g. 400 Gb/s IB = 50 GB/s)
+    host_gbps: float = 0.0  # GPU <-> host memory per GPU, one way, GB/s (PCIe / C2C); 0: unknown
     gpus_per_node: int = 8
     tco: TCOConf = field(default_factory=TCOConf)
 
@@ -136,7 +137,8 @@ class WorkloadConf:
     turns_mean: float = 1.0  # model turns per episode (multi-turn tool use > 1)
     response_len_mean_frac: float = 0.35  # mean response / max_response_len
     response_len_sigma: float = 0.8  # lognormal shape of the response-length tail
-    response_len_drift: float = 1.0  # mean length at the last step / at the first
+    response_len_drift: float = 1.0  # mean length at the end of the drift / at the first step
+    response_len_drift_steps: int = 0  # steps over which the drift is linear, flat after (0: the whole run)
     prompt_len_mean: int = 256  # tokens
     solve_rate_alpha: float = 1.0  # per-prompt solve rate ~ Beta(alpha, beta)
     solve_rate_beta: float = 1.0
@@ -229,6 +231,14 @@ class FrameworkConf:
     # (prime-rl max_off_policy_steps, verl's staleness threshold). slime has no such bound: its
     # budget is the weight-update interval and buffered partial rollouts wait without limit.
     drops_stale: bool = True
+    # How new weights reach the engines, per placement: ipc (CUDA IPC / in-place, same GPUs or node),
+    # nccl (broadcast over the scale-out network), filesystem (checkpoint written, then reloaded).
+    weight_sync: dict[str, str] = field(default_factory=lambda: {"colocated": "ipc", "disaggregated": "nccl"})
+    offloads_trainer: bool = False  # colocated: params + grads + optimizer go to host memory while generating
+    # colocated sleep + wake per step (s), None: emulator.handoff_fixed_s; and which of the framework's
+    # own step timers holds the hand-off (sync | wait)
+    handoff_fixed_s: float | None = None
+    handoff_logged_as: str = "sync"
     native: dict[str, Any] = field(default_factory=dict)  # framework-only knobs, passed through
 
 
@@ -280,6 +290,10 @@ class EmulatorConf:
     prefill_mfu: float = 0.4  # fraction of peak in prefill
     weight_sync_eff: float = 0.5  # fraction of link bandwidth achieved in weight broadcast
     weight_sync_fixed_s: float = 1.0  # per-sync fixed cost (pause, reload, cache flush)
+    decode_step_floor_s: float = 0.0  # shortest decode iteration (launches, scheduling), s; 0: roofline
+    filesystem_gbps: float = 2.0  # site input: weight-sync checkpoint write / read bandwidth, GB/s
+    # colocated sleep + wake per step beyond the bytes moved (s); a framework's own value wins
+    handoff_fixed_s: float = 0.0
     policy: str = ""  # dotted path of the emulator policy; "" = the framework mode's (conf/framework modes:)
     surplus: str = ""  # in-flight rollouts when a batch fills: carry | cancel | abort; "" = the policy's
     filter_backfill: bool = True  # zero-advantage filtering replaces dropped groups (DAPO dynamic sampling)

@@ -188,7 +188,7 @@ def rl_config(cfg: Any, version: str) -> tuple[dict[str, Any], list[str]]:
     put("gpu_memory_utilization", float(ex.generator.gpu_memory_utilization))
     put("infer_seed", int(ex.seed))
     put("vllm_extra", {"max_num_seqs": int(ex.generator.max_concurrency)})
-    put("weight_broadcast", "nccl")
+    put("weight_broadcast", _weight_broadcast(cfg))
     put("deployment", "multi_node")
     put("gpus_per_node", lay.gpus_per_node)
     put("num_train_nodes", lay.train_nodes)
@@ -287,6 +287,15 @@ class PrimeRLRunner(Runner):
     """prime-rl at the version pinned in conf/framework/prime_rl.yaml."""
 
     name = "prime_rl"
+
+    @staticmethod
+    def dp_padding_bin_tokens(cfg: Any) -> int:
+        """Micro-batch length (tokens) of prime-rl's trainer, which packs a step's samples into
+        micro-batches of seq_len tokens and pads their count up to a multiple of the DP size, so a
+        batch need not divide by it (src/prime_rl/trainer/batch.py prepare_batch at v0.8.0: "Pad
+        each group independently so its count is divisible by num_train_workers"). seq_len as
+        rl_config renders it; the emulator costs the padding (bench.emulator.costmodel)."""
+        return int(cfg.workload.max_prompt_len + cfg.workload.max_response_len)
 
     def auto_mode(self, cfg: Any) -> str:
         """Only "async" exists at the pinned versions (no synchronous mode since 2026-05-25)."""
@@ -427,3 +436,14 @@ class PrimeRLRunner(Runner):
             files=acc.files,
             run_info=run_info,
         )
+
+
+def _weight_broadcast(cfg: Any) -> str:
+    """prime-rl's `[weight_broadcast] type` from framework.weight_sync.disaggregated (the emulator
+    models the same path): nccl (the pinned default with an [inference] section) or filesystem."""
+    path = str((cfg.framework.get("weight_sync") or {}).get("disaggregated", "nccl"))
+    if path not in ("nccl", "filesystem"):
+        raise ValueError(
+            f"framework.weight_sync.disaggregated={path}: prime-rl broadcasts weights by nccl or filesystem"
+        )
+    return path

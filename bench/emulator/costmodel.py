@@ -15,7 +15,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from bench import flops
-from bench.resolve import Resolved
+from bench.resolve import BYTES_OPTIMIZER, BYTES_WEIGHTS_GRADS, Resolved
 
 
 def plain_model(model: Any) -> SimpleNamespace:
@@ -42,12 +42,15 @@ class EngineModel:
     active_params: float
     bw: float  # achieved HBM bandwidth of the engine (bytes/s)
     compute: float  # achieved compute of the engine in prefill/decode (FLOP/s)
+    floor_s: float = 0.0  # shortest decode iteration (s): kernel launches, scheduling, sampling
 
     def decode_step_s(self, batch: np.ndarray | float, live_len: float) -> np.ndarray:
         """Seconds per decode step for `batch` sequences of mean live context `live_len` tokens.
 
         Roofline: bytes read (dense weights + expected distinct experts touched + KV) over bandwidth,
-        or 2 x active params x batch over compute when batches are large.
+        or 2 x active params x batch over compute when batches are large; never below the engine's
+        floor, the per-iteration latency that bounds a small batch (then generation takes the longest
+        sequence x the floor, whatever the bandwidth).
         """
         b = np.asarray(batch, dtype=np.float64)
         experts = 0.0
@@ -57,7 +60,7 @@ class EngineModel:
             experts = self.moe_layers * self.routed_experts * hit * self.expert_bytes
         mem = (self.dense_bytes + experts + b * live_len * self.kv_bytes_per_token) / self.bw
         comp = 2.0 * self.active_params * b / self.compute
-        return np.maximum(mem, comp)
+        return np.maximum(np.maximum(mem, comp), self.floor_s)
 
     def prefill_s(self, tokens: np.ndarray | float) -> np.ndarray:
         """Compute-bound prefill time (s) of `tokens` prompt tokens on this engine."""
@@ -99,6 +102,7 @@ def engine_model(cfg: Any, r: Resolved) -> EngineModel:
         active_params=p["active"],
         bw=gpus * hw.hbm_tbps * 1e12 * em.decode_bw_eff,
         compute=gpus * hw.peak_bf16_flops * em.prefill_mfu,
+        floor_s=float(em.decode_step_floor_s),
     )
 
 
@@ -112,6 +116,15 @@ class TrainerModel:
     sync_s: float  # weight sync trainer -> generator per update (s)
     seq_grid: np.ndarray  # sequence lengths (tokens) where FLOPs/token is tabulated
     fpt_grid: np.ndarray  # training FLOPs per token at seq_grid
+    dp: int = 1  # trainer data-parallel ranks
+    bin_tokens: int = 0  # micro-batch length (tokens) of a framework that pads to DP; 0: none
+    handoff_s: float = 0.0  # colocated rollout <-> train hand-off per step (s); engines stay paused
+    handoff_in_sync: bool = True  # the framework's own timers count the hand-off in sync_s (else in wait_s)
+
+    @property
+    def sync_phase_s(self) -> float:
+        """Compute end -> the step's weights land (s): the sync, plus the hand-off where it is part of it."""
+        return self.sync_s + (self.handoff_s if self.handoff_in_sync else 0.0)
 
     def flops(self, seq_lens: np.ndarray) -> float:
         """Training (fwd+bwd) FLOPs of sequences of `seq_lens` tokens (suite convention)."""
@@ -124,21 +137,85 @@ class TrainerModel:
         compute_s = fwd+bwd FLOPs / achieved FLOP/s + optimizer_s; each log-prob pass is a forward
         (one third of fwd+bwd) at the same efficiency.
         """
-        f = self.flops(seq_lens)
+        s = np.asarray(seq_lens, dtype=np.float64)
+        work = s * np.interp(s, self.seq_grid, self.fpt_grid)
+        # a framework that pads its micro-batch count to the DP size pays for the busiest rank
+        f = dp_padded_work(work, s, self.bin_tokens, self.dp) if self.bin_tokens else float(work.sum())
         return self.logprob_passes * f / 3.0 / self.flop_rate, f / self.flop_rate + self.optimizer_s
 
 
-def weight_sync_s(cfg: Any, r: Resolved) -> float:
-    """Seconds to push updated weights to every generator GPU (s).
+SYNC_PATHS = ("ipc", "nccl", "filesystem")
 
-    Each generator GPU must receive its shard, model bytes (generation dtype) / engine GPUs, over the
-    placement's link: scale-out network per GPU when disaggregated, NVLink (CUDA IPC) when colocated;
-    at `weight_sync_eff` of the link, plus the fixed pause/reload cost `weight_sync_fixed_s`.
+
+def sync_path(cfg: Any, r: Resolved) -> str:
+    """The framework's weight-sync path at this placement (framework.weight_sync.<placement>)."""
+    key = "colocated" if r.colocated else "disaggregated"
+    path = (cfg.framework.get("weight_sync") or {}).get(key)
+    if path not in SYNC_PATHS:
+        raise ValueError(
+            f"framework.weight_sync.{key}={path!r} ({cfg.framework.name}): expected one of {', '.join(SYNC_PATHS)}"
+        )
+    return str(path)
+
+
+def weight_sync_s(cfg: Any, r: Resolved) -> float:
+    """Seconds from the trainer's new weights to every engine serving them (s), by the framework's path:
+
+    - ipc: each generator GPU receives its shard (model bytes at the generation dtype / engine GPUs)
+      over NVLink (CUDA IPC handles, in-place resharding on the same GPUs or node);
+    - nccl: the same shard over the scale-out network per GPU (broadcast from the trainer);
+    - filesystem: the trainer writes the whole model (generation dtype) to a shared filesystem, then
+      every engine reads it back, both at `emulator.filesystem_gbps` (a site input), serially because
+      an engine reloads only once the checkpoint is complete (prime-rl's STABLE marker).
+
+    Links run at `weight_sync_eff`; the filesystem at its stated bandwidth. Plus the fixed pause /
+    reload cost `weight_sync_fixed_s` of every path.
     """
     m, hw, ex, em = plain_model(cfg.model), cfg.hardware, cfg.experiment, cfg.emulator
-    shard = flops.param_counts(m)["total"] * ex.generator.dtype_bytes / r.engine_gpus
-    link = (hw.nvlink_gbps if r.colocated else hw.network_gbps) * 1e9 * em.weight_sync_eff
-    return shard / link + em.weight_sync_fixed_s
+    model_bytes = flops.param_counts(m)["total"] * ex.generator.dtype_bytes
+    path = sync_path(cfg, r)
+    if path == "filesystem":
+        if float(em.filesystem_gbps) <= 0:
+            raise ValueError(
+                "emulator.filesystem_gbps: must be > 0 for a filesystem weight sync; "
+                "set it to the site's shared-filesystem bandwidth (GB/s)"
+            )
+        transfer = 2.0 * model_bytes / (float(em.filesystem_gbps) * 1e9)
+    else:
+        link = (hw.nvlink_gbps if path == "ipc" else hw.network_gbps) * 1e9 * em.weight_sync_eff
+        transfer = model_bytes / r.engine_gpus / link
+    return transfer + em.weight_sync_fixed_s
+
+
+def handoff_s(cfg: Any, r: Resolved) -> float:
+    """Colocated rollout <-> train hand-off per step (s): what each GPU moves to host memory and back
+    over `hardware.host_gbps` (the trainer's params + grads + optimizer when the framework offloads
+    the trainer, or the experiment offloads them), plus the framework's fixed sleep + wake cost
+    (`framework.handoff_fixed_s`, else `emulator.handoff_fixed_s`). 0 when disaggregated."""
+    if not r.colocated:
+        return 0.0
+    fw, ex, em = cfg.framework, cfg.experiment, cfg.emulator
+    fixed = fw.get("handoff_fixed_s")
+    fixed = float(em.handoff_fixed_s if fixed is None else fixed)
+    offloaded = 0.0
+    if fw.get("offloads_trainer", False):
+        offloaded = r.trainer_bytes_per_gpu
+    elif ex.trainer.offload_params or ex.trainer.offload_optimizer:
+        # what the experiment keeps on the host is loaded for the update and put back (FSDP-sharded)
+        p = flops.param_counts(plain_model(cfg.model))["total"] / r.trainer.gpus
+        offloaded = p * (
+            (BYTES_WEIGHTS_GRADS if ex.trainer.offload_params else 0.0)
+            + (BYTES_OPTIMIZER if ex.trainer.offload_optimizer else 0.0)
+        )
+    if offloaded == 0.0:
+        return fixed
+    host = float(cfg.hardware.get("host_gbps") or 0.0)
+    if host <= 0:
+        raise ValueError(
+            f"hardware.host_gbps: unknown for {cfg.hardware.name}; a colocated hand-off moves "
+            f"{offloaded / 1e9:.1f} GB per GPU to host memory and back: set hardware.host_gbps (GB/s)"
+        )
+    return 2.0 * offloaded / (host * 1e9) + fixed
 
 
 def trainer_model(cfg: Any, r: Resolved) -> TrainerModel:
@@ -152,8 +229,12 @@ def trainer_model(cfg: Any, r: Resolved) -> TrainerModel:
         optimizer_s=float(em.optimizer_s),
         logprob_passes=int(em.logprob_passes_by_framework.get(cfg.framework.name, em.logprob_passes)),
         sync_s=weight_sync_s(cfg, r),
+        handoff_s=handoff_s(cfg, r),
+        handoff_in_sync=str(cfg.framework.get("handoff_logged_as", "sync")) == "sync",
         seq_grid=grid.astype(np.float64),
         fpt_grid=fpt,
+        dp=max(1, r.trainer_dp),
+        bin_tokens=padding_bin_tokens(cfg),
     )
 
 
@@ -162,3 +243,49 @@ def rate_table(engine: EngineModel, max_batch: int, live_len: float) -> list[flo
     b = np.arange(max_batch + 1, dtype=np.float64)
     b[0] = 1.0
     return list(1.0 / engine.decode_step_s(b, live_len))
+
+
+# ---- micro-batch padding to the data-parallel size (prime-rl) ----------------------------------
+
+
+def padding_bin_tokens(cfg: Any) -> int:
+    """Micro-batch length (tokens) of cfg's framework when it packs samples into micro-batches and
+    pads their count to a multiple of the trainer's DP size; 0 when it does not. The fact is the
+    runner's (`dp_padding_bin_tokens`, runners/prime_rl.py); a runner without it does not pad."""
+    from hydra.utils import get_class
+
+    try:
+        runner = get_class(str(cfg.framework._target_))
+    except (ImportError, ValueError, AttributeError):  # no runner class: nothing says it pads
+        return 0
+    rule = getattr(runner, "dp_padding_bin_tokens", None)
+    return int(rule(cfg) or 0) if rule else 0
+
+
+def dp_padded_work(work: np.ndarray, tokens: np.ndarray, bin_tokens: float, dp: int) -> float:
+    """Work the trainer pool spends on one step (unit of `work`, e.g. FLOPs): dp x the busiest rank's.
+
+    prime-rl (src/prime_rl/trainer/batch.py prepare_batch, v0.8.0) packs the step's samples
+    (`tokens`, their work `work`) into micro-batches of at most `bin_tokens` tokens, raises their
+    count to target = max(1, ceil(M / dp)) x dp by splitting multi-sample micro-batches, pads with
+    zero-advantage copies of the first micro-batch when even single-sample ones are too few, and
+    deals them to the dp ranks balanced by cost (Karmarkar-Karp). Modelled as:
+      M       = max(samples longer than bin/2, ceil(tokens / bin)), the least micro-batches any
+                packing needs (prime-rl's first-fit-decreasing lands at or just above it);
+      dummies = max(0, target - samples), each costing the longest sample (the first micro-batch
+                once every micro-batch holds one sample; a padded micro-batch computes like a real
+                one, its loss is only masked);
+      busiest = max((sum(work) + dummies x max(work)) / dp, max(work)), the balanced partition's
+                lower bound (a rank holds at least the heaviest micro-batch).
+    Returns dp x busiest (>= sum(work)); dp <= 1 or no sample: sum(work).
+    """
+    w = np.asarray(work, dtype=np.float64)
+    n, real = len(w), float(np.sum(w))
+    if dp <= 1 or n == 0:
+        return real
+    s = np.asarray(tokens, dtype=np.float64)
+    packed = max(int(np.count_nonzero(s > bin_tokens / 2)), int(np.ceil(s.sum() / bin_tokens)), 1)
+    target = -(-packed // dp) * dp
+    heaviest = float(w.max())
+    busiest = max((real + max(0, target - n) * heaviest) / dp, heaviest)
+    return dp * busiest

@@ -42,7 +42,7 @@ class Draws:
         self.w = w
         self.rng = np.random.default_rng(seed)
         self.group_size = int(w.group_size)
-        self.drift_steps = max(int(w.steps) - 1, 1)
+        self.drift_steps = max(int(w.response_len_drift_steps) or int(w.steps) - 1, 1)
         self.len_drift = float(w.response_len_drift)  # read once: drift() runs every step
 
     def drift(self, step: int) -> float:

@@ -3,14 +3,16 @@
 The Loop dispatches groups to its generation engine (generator.Pool, or any GenerationEngine: the
 exact per-rollout oracle in tests/emulator swaps only that), puts finished groups into the batch
 being filled (batches.py), deals with the surplus still in flight when a batch fills (surplus.py),
-and runs the trainer and weight-sync events (trainer.py). Rollout state lives in rollouts.py's
-columns; everything independent of the queue is drawn up front in numpy (draws.py). A Schedule
-(policies/) sets the rules: dispatch a round of groups per batch or keep groups in flight (refill),
-how many policy versions generation may run ahead (lag), the surplus rule and the staleness bound.
+and runs the trainer and weight-sync events (trainer.py). With teachers (workload.algorithm=opd),
+a finished group is first scored (scoring.py) and joins the batch when its scoring batch ends.
+Rollout state lives in rollouts.py's columns; everything independent of the queue is drawn up
+front in numpy (draws.py). A Schedule (policies/) sets the rules: dispatch a round of groups per
+batch or keep groups in flight (refill), how many policy versions generation may run ahead (lag),
+the surplus rule and the staleness bound.
 
-Events are only what the queue needs: a group starting to decode and finishing (the engine), the
-trainer finishing compute, and the weight sync landing. The Loop writes no files: run() returns the
-trace's columns (trace_out.py writes them).
+Events are only what the queue needs: a group starting to decode and finishing (the engine), a
+scoring batch ending (teachers only), the trainer finishing compute, and the weight sync landing.
+The Loop writes no files: run() returns the trace's columns (trace_out.py writes them).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from bench.emulator.draws import Draws
 from bench.emulator.generator import GenerationEngine
 from bench.emulator.policies import Schedule
 from bench.emulator.rollouts import ABORTED, DISCARDED, FILTERED, PENDING, RESUMED, RUNNING, Rollouts
+from bench.emulator.scoring import Scorer
 from bench.emulator.trainer import COMPUTE_DONE, SYNC_DONE, StepRow, Trainer
 
 CHUNK_GROUPS = 256  # groups drawn at a time
@@ -48,6 +51,8 @@ class Result:
     events: int
     engines: int
     concurrency: int  # rollouts an engine holds at the end of the run
+    score_s: list[float] | None = None  # per step: wall seconds its groups' scoring ran (teachers only)
+    teachers: list[dict] | None = None  # per teacher: batches, groups, tokens scored, busy engine-seconds
 
 
 class Queued(NamedTuple):
@@ -72,6 +77,8 @@ class Loop:
         max_concurrency: int,
         prompts_per_step: int,
         steps: int,
+        scorer: Scorer | None = None,
+        domain: str = "",
     ):
         if generator.engines < 1:
             raise ValueError(
@@ -96,6 +103,15 @@ class Loop:
         self.filling = 1  # the step whose batch is being filled
         self.batches: dict[int, Batch] = {1: Batch(1)}
         self.round_dispatched = 0  # last step whose round of groups went out (round dispatch)
+        self.resume_at = 0.0  # colocated: the engines decode again from then (s)
+        # A chunk's groups all take the drift of the step they were drawn at: when lengths drift,
+        # a chunk covers at most one round, so a run of few groups a step still drifts step by step.
+        drifts = draws.len_drift != 1.0
+        self.chunk_groups = min(CHUNK_GROUPS, sched.inflight_groups) if drifts else CHUNK_GROUPS
+        # scoring stage (teachers): groups finished generating, queued or being scored; they stay in flight
+        self.scorer, self.domain = scorer, domain
+        self.scoring: set[int] = set()
+        self.score_s: list[float] = []
         self.done = False
 
     # --- load shape that drifts with training ---------------------------------------------------
@@ -125,7 +141,7 @@ class Loop:
                 self._next_group(t)
         elif self.round_dispatched < b:
             self.round_dispatched = b
-            self.batches[b].round_at = t
+            self.batches[b].round_at = max(t, self.resume_at)  # generation starts once the GPUs are back
             for _ in range(s.inflight_groups):
                 self._next_group(t)
 
@@ -142,7 +158,7 @@ class Loop:
             return
         g = self.next_group
         if g >= self.rollouts.groups_drawn:
-            chunk = self.draws.chunk(CHUNK_GROUPS, self.trainer.next_step - 1)
+            chunk = self.draws.chunk(self.chunk_groups, self.trainer.next_step - 1)
             self.generator.prepare(*self.rollouts.add_chunk(chunk, self.em.prefill_s))
         self.next_group += 1
         rows, r = self.rollouts.dispatch(g, t, self.version), self.rollouts.table.cols
@@ -178,7 +194,23 @@ class Loop:
             # at once (nothing reads them before: only running rollouts are stopped or resumed)
             self.unresolved.append((g, record, self.version))
             r["status"][rows] = PENDING
-        self._to_batch(g, t)
+        if self.scorer is None:
+            self._to_batch(g, t)
+        elif g in self.in_flight:  # scored first: joins the batch when its scoring batch ends
+            self.scoring.add(g)
+            tokens = (
+                r["prompt_tokens"][rows].sum()
+                + r["response_tokens"][rows].sum()
+                + r["tool_tokens"][rows].sum()
+            )
+            self.scorer.submit(g, float(tokens), self.domain, t)
+
+    def _scored(self, groups: list[int], t: float) -> None:
+        """`groups`' scoring batch ended at t: each joins the filling batch."""
+        for g in groups:
+            if g in self.scoring:
+                self.scoring.discard(g)
+                self._to_batch(g, t)
 
     def _to_batch(self, g: int, t: float) -> None:
         """Judge finished group g into the filling batch; fill it when enough groups count."""
@@ -217,11 +249,18 @@ class Loop:
 
     def _stop_in_flight(self, t: float, abort: bool) -> None:
         decoded = self.generator.stop_all(t)
-        groups = sorted(self.in_flight)
+        # a group being scored has finished generating: abort lets it finish scoring (it counts toward
+        # the next batch); cancel discards it with the rest of the surplus
+        scoring = self.scoring if abort else set()
+        groups = sorted(self.in_flight - scoring) if scoring else sorted(self.in_flight)
         never_placed = {q.group for q in self.queued}  # spent no time on an engine
         placed_at, self.placed_at = self.placed_at, {}
         self.queued.clear()
         self.in_flight.clear()
+        if self.scoring and not abort:
+            self.scorer.drop(self.scoring)
+            self.scoring = set()
+        self.in_flight |= scoring
         if groups:
             surplus.stop_in_flight(
                 self.rollouts, groups, decoded, t, self.version, abort, never_placed, placed_at
@@ -236,16 +275,21 @@ class Loop:
             return
         end = self.trainer.start(batch, self.rollouts, t)
         if self.sched.colocated:  # trainer and generator share the GPUs: no decoding until synced
-            self.generator.pause(t, end + self.tm.sync_s)
+            self.resume_at = end + self.tm.sync_s + self.tm.handoff_s  # synced and handed back
+            self.generator.pause(t, self.resume_at)
 
     def _compute_done(self, step: int, t: float) -> None:
         if not self.sched.colocated:
             self.generator.pause(t, t + self.tm.sync_s)  # engines stop to load the new weights
-        self.trainer.push(t + self.tm.sync_s, SYNC_DONE, step)
+        self.trainer.push(t + self.tm.sync_phase_s, SYNC_DONE, step)
 
     def _synced(self, step: int, t: float) -> None:
         """Step `step`'s weights landed at t: the generator is at policy version `step`."""
         self.trainer.finish(t, self.rollouts, self.batches.get(step - 1))
+        if self.scorer is not None:
+            b = self.batches[step]
+            self.score_s.append(self.scorer.span_s(b.kept + b.filtered))
+            self.scorer.forget(b.kept + b.filtered)
         self.version = step
         if step >= self.steps:
             self.done = True
@@ -260,17 +304,21 @@ class Loop:
     def run(self) -> Result:
         """Run until the last step's weight sync lands; return the trace columns."""
         self._generate(0.0)
-        gen, events, trainer_events = self.generator, 0, self.trainer.events
+        gen, events, trainer_events, scorer = self.generator, 0, self.trainer.events, self.scorer
         while not self.done:
             t_gen = gen.next_time()
+            t_score = scorer.next_time() if scorer is not None else np.inf
             events += 1
-            if trainer_events and trainer_events[0][0] <= t_gen:
+            if trainer_events and trainer_events[0][0] <= min(t_gen, t_score):
                 t, _, kind, step = heapq.heappop(trainer_events)
                 self.t = t
                 if kind == COMPUTE_DONE:
                     self._compute_done(step, t)
                 else:
                     self._synced(step, t)
+            elif t_score <= t_gen and t_score < np.inf:
+                self.t, groups = scorer.step()
+                self._scored(groups, self.t)
             elif t_gen < np.inf:
                 self.t = t_gen
                 finished = gen.step()
@@ -307,4 +355,6 @@ class Loop:
             events=events,
             engines=self.generator.engines,
             concurrency=self.concurrency,
+            score_s=self.score_s if self.scorer is not None else None,
+            teachers=self.scorer.summary() if self.scorer is not None else None,
         )

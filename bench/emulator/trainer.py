@@ -115,7 +115,7 @@ class Trainer:
             gen_s=batch.generation_s(previous),
             logprob_s=s.logprob_s,
             compute_s=s.compute_s,
-            sync_s=self.model.sync_s,
+            sync_s=self.model.sync_phase_s,
             samples=n,
             prompts=n // rollouts.group_size,
             prompt_tokens=int(s.prompt_tokens.sum()),

@@ -94,5 +94,5 @@ def test_a_given_calibration_file_is_used_and_recorded(verl_run, tmp_path):
     assert m["predicted_from"]["calibration"] == str(cal.resolve())
     assert not (out / "calibration.yaml").exists()  # nothing fitted: the given file is the calibration
     fitted = {k: v["value"] for k, v in yaml.safe_load(cal.read_text())["values"].items()}
-    assert m["config"]["emulator"]["decode_bw_eff"] == fitted["emulator.decode_bw_eff"]
+    assert m["config"]["emulator"]["decode_step_floor_s"] == fitted["emulator.decode_step_floor_s"]
     assert m["config"]["emulator"]["trainer_mfu"] == fitted["emulator.trainer_mfu"]
