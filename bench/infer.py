@@ -40,7 +40,9 @@ CONFIG_KEYS = {
     "gpus.trainer": "experiment.trainer_gpus",
     "gpus.rollout": "experiment.generator_gpus",
     "gpus.hybrid": "experiment.trainer_gpus",
+    "algorithm": "workload.algorithm",
 }
+ALGORITHMS = ("grpo", "gspo", "dapo", "opd")  # bench.config.Algorithm: what a config may hold
 # nvidia-smi `name` -> conf/hardware file; only names whose variant is unambiguous
 GPU_NAMES = (
     (r"GB300", "gb300"),
@@ -227,10 +229,15 @@ def _conf_name(node: Any, group: str) -> str | None:
 
 
 def resolve(
-    facts: Facts, overrides: list[str], cfg: Any, hardware: tuple[str | None, str | None, str]
+    facts: Facts,
+    overrides: list[str],
+    cfg: Any,
+    hardware: tuple[str | None, str | None, str],
+    teacher_unknown: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(inferred block, config for metrics) from the logs' facts and the user's overrides; raises
-    Conflict when a given value contradicts a logged one."""
+    Conflict when a given value contradicts a logged one. teacher_unknown: why an on-policy
+    distillation teacher's placement is not known (bench.infer_teacher.complete)."""
     groups, keys = _given(overrides)
     conflicts: list[str] = []
     facts = dict(facts)
@@ -238,6 +245,7 @@ def resolve(
         if not _is_given(key, groups, keys):
             continue
         given = OmegaConf.select(cfg, key)
+        given = getattr(given, "value", given)  # an Enum field (workload.algorithm) as its text
         logged = facts.get(name)
         if logged is not None and given is not None and given != logged.value:
             conflicts.append(f"{key}={given} (given) contradicts the logs: {logged.value} ({logged.source})")
@@ -282,9 +290,43 @@ def resolve(
         hw_name, hw_src = given, hw_src or "given"
     if conflicts:
         raise Conflict("\n".join(conflicts))
-    return _inferred(facts, model_name, model, evidence, model_src, hw_name, hw_src, hw_note), _config(
-        facts, cfg, model, hw_name, groups
-    )
+    inferred = _inferred(facts, model_name, model, evidence, model_src, hw_name, hw_src, hw_note)
+    inferred["algorithm"] = _entry(facts.get("algorithm"), "algorithm")
+    inferred["teacher"] = _teacher(facts, teacher_unknown)
+    return inferred, _config(facts, cfg, model, hw_name, groups)
+
+
+def _teacher(facts: Facts, unknown: str | None) -> dict[str, Any]:
+    """The on-policy-distillation teacher: its model (matched on the path, when the path names a
+    conf/model entry), path, placement, dedicated GPUs (0 on the generator's) and engine size."""
+    algo = facts.get("algorithm")
+    if algo is None or algo.value != "opd":
+        why = (
+            "algorithm unknown" if algo is None else f"algorithm {algo.value} ({algo.source}) has no teacher"
+        )
+        return {"value": None, "source": None, "reason": why}
+    path = facts.get("teacher.model_path")
+    match = next((n for n, m in conf_models().items() if path and _path_names(str(path.value), m)), None)
+    placement = facts.get("teacher.placement")
+    gpus = facts.get("gpus.teacher")
+    if gpus is None and placement is not None and placement.value != "dedicated":
+        gpus = Fact(0, f"placement {placement.value}: no GPUs of its own ({placement.source})")
+    return {
+        "model": {"value": match, "source": path.source if match else None}
+        if match or path is None
+        else {
+            "value": None,
+            "source": None,
+            "reason": f"teacher path {path.value!r} names no conf/model entry",
+        },
+        "model_path": _entry(path, "teacher model path"),
+        "placement": placement.as_json()
+        if placement
+        else {"value": None, "source": None, "reason": unknown or "teacher placement not found in the logs"},
+        "gpus": _entry(gpus, "teacher GPUs"),
+        "gpu_ids": _entry(facts.get("gpu_ids.teacher"), "teacher GPU ids"),
+        "tp": _entry(facts.get("teacher.tp"), "teacher engine size"),
+    }
 
 
 def _entry(fact: Fact | None, what: str) -> dict[str, Any]:
@@ -352,6 +394,8 @@ def _config(
     exp.setdefault("generator_gpus", None)
     for name, key in CONFIG_KEYS.items():
         if key.startswith("workload.") and name in value:
+            if name == "algorithm" and value[name] not in ALGORITHMS:
+                continue  # an estimator the workload schema has no word for (gae, rloo, ...)
             work[key.split(".", 1)[1]] = value[name]
     return {
         "framework": full["framework"],

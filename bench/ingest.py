@@ -27,7 +27,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from bench import infer
+from bench import infer, infer_teacher
 from bench.config import CONF_DIR, compose
 from bench.errors import EXIT_USAGE, UsageError
 from bench.trace import RunPaths, write_gpu, write_manifest, write_rollouts, write_steps
@@ -269,9 +269,12 @@ def ingest(
             )
     reader = importlib.import_module(f"runners.{fw}_config")
     facts = reader.read(logs, result.run_info)
+    epoch_rows, _, _ = read_gpu_csvs(logs, 0.0)  # t_s in Unix seconds, for the harness's epochs
+    gpu_src = ", ".join(str(Path(f).relative_to(logs)) if logs.is_dir() else Path(f).name for f in gpu_files)
+    teacher_unknown = infer_teacher.complete(facts, logs, epoch_rows, gpu_src or None)
     gpu_rows, _, _ = read_gpu_csvs(logs, result.run_info.get("start_epoch"))
     try:
-        inferred, config = infer.resolve(facts, list(overrides), cfg, hardware)
+        inferred, config = infer.resolve(facts, list(overrides), cfg, hardware, teacher_unknown)
     except infer.Conflict as e:
         raise Refused(str(e)) from None
     total = facts["total_steps"].value if "total_steps" in facts else None

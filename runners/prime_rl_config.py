@@ -9,7 +9,10 @@ Where prime-rl writes it (found by content):
   `[deployment] num_train_gpus / num_infer_gpus`, `max_off_policy_steps` (`max_async_level`);
 - the launcher's console: `Starting inference on GPU(s) 0`, `Starting trainer on GPU(s) 1`;
 - the trainer's console: `Starting RL trainer in World(world_size=1, ..., num_nodes=1)`;
-- the orchestrator's console: `Starting orchestrator loop (max_steps=15)`;
+- the orchestrator's console: `Starting orchestrator loop (max_steps=15)`, `Starting orchestrator
+  (algorithm: opd)`, an on-policy distillation teacher `Initializing frozen model pool
+  (model=/path/teacher, base_url=...)` (`[orchestrator.algo] type`, `[orchestrator.algo.teacher]
+  name` in the config); the teacher is served outside prime-rl, its GPUs are not logged;
 - the orchestrator's metrics.jsonl rows: `progress/tasks` (prompts) and `progress/rollouts` per
   step, whose ratio is the group size.
 prime-rl prints no architecture: the model is matched only by its name, or given.
@@ -30,6 +33,12 @@ LOG_FACTS = {
     "gpus.rollout": r"Starting inference on GPU\(s\) ([\d, ]+)",
     "gpus.trainer": r"Starting trainer on GPU\(s\) ([\d, ]+)",
     "total_steps": r"Starting (?:orchestrator|training) loop \(max_steps=(\d+)\)",
+}
+CONSOLE_TEXT = {
+    # fact name -> regex on the orchestrator's console (group 1 is the value, kept as text)
+    "algorithm": r"Starting orchestrator \(algorithm: (\w+)\)",
+    # an on-policy distillation teacher: a frozen model served outside prime-rl (v0.7+)
+    "teacher.model_path": r"Initializing frozen model pool \(model=([^,)\s]+)",
 }
 WORLD = re.compile(r"Starting RL trainer in World\(world_size=(\d+).*?num_nodes=(\d+)\)")
 
@@ -133,6 +142,12 @@ def _from_configs(facts: Facts, log_dir: Path, configs: list) -> None:
         )
         as_str = lambda v: v if isinstance(v, str) else None  # noqa: E731
         _take(facts, "model_path", ("model.name", "trainer.model.name"), cfg, conv=as_str)
+        _take(facts, "algorithm", ("orchestrator.algo.type", "*.train.source.algo.type"), cfg, conv=as_str)
+        _take(facts, "teacher.model_path", ("*.algo.teacher.name",), cfg, conv=as_str)
+        if positive_int(flat.get("deployment.num_teacher_gpus")):  # v0.5 - 2026-05: its own GPUs
+            _take(
+                facts, "teacher.placement", ("deployment.num_teacher_gpus",), cfg, conv=lambda v: "dedicated"
+            )
         batch = positive_int(flat.get("orchestrator.batch_size"))
         if batch and "group_size" in facts and batch % facts["group_size"].value == 0:
             src = source(log_dir, path, _key_line(text, "orchestrator.batch_size"))
@@ -171,6 +186,10 @@ def _from_logs(facts: Facts, log_dir: Path, files: list[Path]) -> None:
         m, line = find_line(text, r"Initializing model \(name='([^']+)'")
         if m:
             put(facts, "model_path", m.group(1), source(log_dir, path, line))
+        for name, pattern in CONSOLE_TEXT.items():
+            m, line = find_line(text, pattern)
+            if m:
+                put(facts, name, m.group(1), source(log_dir, path, line))
         m, line = find_line(text, WORLD.pattern)
         if m:
             put(facts, "gpus.trainer", positive_int(m.group(1)), source(log_dir, path, line))

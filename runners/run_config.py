@@ -16,6 +16,10 @@ Fact names:
 - nodes, group_size (samples per prompt), prompts_per_step, max_prompt_len, max_response_len
   (tokens), total_steps (the steps the run was configured for), mode (the framework's own name),
   staleness_bound (policy versions a sample may lag, when the mode has one)
+- algorithm: what the loss was trained on, in the workload's words: opd (on-policy distillation
+  against a teacher) or the advantage estimator (grpo, gspo, ...)
+- teacher.model_path, teacher.tp (GPUs per teacher engine), teacher.placement: dedicated (its own
+  GPUs) | with_generator (on the generator's GPUs) | with_trainer (inside the training process)
 """
 
 from __future__ import annotations
@@ -52,6 +56,10 @@ FACT_NAMES = (
     "total_steps",
     "mode",
     "staleness_bound",
+    "algorithm",
+    "teacher.model_path",
+    "teacher.placement",
+    "teacher.tp",
 )
 SNIFF_BYTES = 1 << 20
 BULK_DIRS = frozenset({"rollouts", "checkpoints", "ckpt", "weights", "broadcasts", "wandb"})

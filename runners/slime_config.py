@@ -8,7 +8,9 @@ Where slime writes it (found by content):
 - Megatron's ` > number of parameters on (tensor, pipeline) model parallel rank (0, 0): N`
   (the whole model only when TP = PP = 1 and no experts are sharded);
 - an external SGLang server's log (a teacher for on-policy distillation, or a reward model):
-  `server_args=ServerArgs(model_path='...', tp_size=1, ..., dp_size=1, ...)`.
+  `server_args=ServerArgs(model_path='...', tp_size=1, ..., dp_size=1, ...)`;
+- on-policy distillation: `use_opd`, `opd_type` (sglang: that external teacher; megatron: the
+  teacher checkpoint `opd_teacher_load` inside the training process); else `advantage_estimator`.
 
 Keys: group size `n_samples_per_prompt`; prompts per step `rollout_batch_size`;
 `rollout_max_prompt_len` / `rollout_max_response_len`; trainer GPUs `actor_num_nodes x
@@ -119,7 +121,28 @@ def read(log_dir: Path | str, run_info: dict[str, Any] | None = None) -> Facts:
             _params(facts, log_dir, files)
     for path, text in others:
         _external_server(facts, args, log_dir, path, text)
+    _algorithm(facts, args)
     return facts
+
+
+def _algorithm(facts: Facts, args: _Args) -> None:
+    """On-policy distillation when `use_opd`: `opd_type megatron` loads the teacher
+    (`opd_teacher_load`) into the training process itself, on the trainer's GPUs (the generator's
+    too when colocated); `sglang` asks an external server (its GPUs: _external_server). Else the
+    advantage estimator."""
+    use_opd, src = args.get("use_opd")
+    if use_opd is True:
+        put(facts, "algorithm", "opd", src)
+        kind, kind_src = args.get("opd_type")
+        if kind == "megatron":
+            colocate, _ = args.get("colocate")
+            put(facts, "teacher.placement", "with_generator" if colocate is True else "with_trainer",
+                f"{kind_src} (opd_type megatron: the teacher runs in the training process)")  # fmt: skip
+            load, load_src = args.get("opd_teacher_load")
+            put(facts, "teacher.model_path", load if isinstance(load, str) else None, load_src)
+        return
+    est, src = args.get("advantage_estimator")
+    put(facts, "algorithm", est if isinstance(est, str) else None, src)
 
 
 def _architecture(args: _Args) -> tuple[dict[str, Any], str] | None:
@@ -168,5 +191,10 @@ def _external_server(facts: Facts, args: _Args, log_dir: Path, path: Path, text:
     gpus = (positive_int(kw.get("tp_size")) or 1) * (positive_int(kw.get("pp_size")) or 1)
     if kw.get("enable_dp_attention") != "True":
         gpus *= positive_int(kw.get("dp_size")) or 1
-    role = "gpus.teacher" if args.get("use_opd")[0] is True else "gpus.reward"
-    put(facts, role, gpus, source(log_dir, path, line))
+    teacher = args.get("use_opd")[0] is True
+    src = source(log_dir, path, line)
+    put(facts, "gpus.teacher" if teacher else "gpus.reward", gpus, src)
+    if teacher:
+        model = re.search(r"\bmodel_path='([^']*)'", m.group(1))
+        put(facts, "teacher.model_path", model.group(1) if model else None, src)
+        put(facts, "teacher.tp", positive_int(kw.get("tp_size")), src)

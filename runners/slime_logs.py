@@ -392,9 +392,10 @@ def _step_row(state: LogState, k: int, sh: _Shape, peak_flops: float | None, t0:
         "step_s": step_s,
         "wait_s": _num(tp, "perf/train_wait_time"),
         "gen_s": _num(rp, "perf/rollout_time"),
-        "logprob_s": _sum(
-            tp, ("perf/log_probs_time", "perf/ref_log_probs_time", "perf/teacher_log_probs_time")
-        ),
+        "logprob_s": _sum(tp, ("perf/log_probs_time", "perf/ref_log_probs_time")),
+        # --opd-type megatron: the teacher's forward pass inside the train phase (timer
+        # "teacher_log_probs"); an external SGLang teacher is called during rollout (not timed)
+        "score_s": _num(tp, "perf/teacher_log_probs_time"),
         "compute_s": _num(tp, "perf/actor_train_time"),
         "sync_s": _num(state.train_perf.get(k + 1), "perf/update_weights_time"),
         "samples": sh.samples if tp else None,

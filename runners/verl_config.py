@@ -13,7 +13,9 @@ Keys (verl 0.4-0.9): group size `actor_rollout_ref.rollout.n`; prompts per step
 `data.train_batch_size`; `data.max_prompt_length` / `max_response_length`; trainer GPUs
 `trainer.nnodes x trainer.n_gpus_per_node`, colocated with rollout (hybrid) unless a separate rollout
 pool is configured (`rollout.nnodes x rollout.n_gpus_per_node` of the one-step-off / fully-async
-recipes); teacher `distillation.nnodes x distillation.n_gpus_per_node` when `distillation.enabled`;
+recipes); on-policy distillation `distillation.enabled`, its teacher pool `distillation.nnodes x
+n_gpus_per_node` and `distillation.teacher_models.<name>.model_path`; the advantage estimator
+`algorithm.adv_estimator` otherwise;
 reward model `reward_model.nnodes x n_gpus_per_node` when it has its own pool;
 `trainer.total_training_steps`; staleness `async_training.staleness_threshold`.
 """
@@ -105,9 +107,7 @@ def read(log_dir: Path | str, run_info: dict[str, Any] | None = None) -> Facts:
         put(facts, "gpus.rollout", rollout, r_src)
     elif trainer:
         put(facts, "gpus.hybrid", trainer, t_src)  # actor and rollout share the trainer's GPUs
-    if _truthy(ts, "distillation.enabled"):
-        n, src = _count(ts, "distillation")
-        put(facts, "gpus.teacher", n, src)
+    _algorithm(facts, ts)
     if _truthy(ts, "reward_model.enable"):
         n, src = _count(ts, "reward_model")
         put(facts, "gpus.reward", n, src)
@@ -130,6 +130,32 @@ def read(log_dir: Path | str, run_info: dict[str, Any] | None = None) -> Facts:
     if arch:
         put(facts, "architecture", arch[0], arch[1])
     return facts
+
+
+def _algorithm(facts: Facts, ts: list[Tree]) -> None:
+    """On-policy distillation when `distillation.enabled` (verl >= 0.8): the teacher runs in its
+    own Ray resource pool (`teacher_pool`, distillation.nnodes x n_gpus_per_node), so it is
+    dedicated; else the advantage estimator (`algorithm.adv_estimator`, GSPO by its loss mode)."""
+    if _truthy(ts, "distillation.enabled"):
+        _, on_src = _first(ts, "distillation.enabled")
+        put(facts, "algorithm", "opd", on_src or "")
+        n, src = _count(ts, "distillation")
+        put(facts, "gpus.teacher", n, src)
+        put(facts, "teacher.placement", "dedicated" if n else None, f"{src} (verl's teacher_pool)")
+        for t in ts:
+            teachers = t.raw("distillation.teacher_models")
+            for name in teachers if isinstance(teachers, dict) else ():
+                path, p_src = t.get(f"distillation.teacher_models.{name}.model_path")
+                put(facts, "teacher.model_path", path if isinstance(path, str) else None, p_src or "")
+                tp, tp_src = t.get(f"distillation.teacher_models.{name}.inference.tensor_model_parallel_size")
+                put(facts, "teacher.tp", positive_int(tp), tp_src or "")
+        return
+    est, src = _first(ts, "algorithm.adv_estimator")
+    loss, loss_src = _first(ts, "actor_rollout_ref.actor.policy_loss.loss_mode")
+    if est == "grpo" and loss == "gspo":
+        put(facts, "algorithm", "gspo", loss_src or "")
+    elif isinstance(est, str):
+        put(facts, "algorithm", est, src or "")
 
 
 def _architecture(log_dir: Path) -> tuple[dict[str, Any], str] | None:

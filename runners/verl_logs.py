@@ -36,6 +36,7 @@ KEYS: dict[str, str] = {
         "timing_s/generate_async",
         "timing_s/old_log_prob",
         "timing_s/ref",
+        "timing_s/reward",
         "timing_s/values",
         "timing_s/update_actor",
         "timing_s/update_critic",
@@ -367,6 +368,10 @@ def _rows(
         else:  # colocated: the trainer waits while its own GPUs generate
             row.update(gen_s=gen, wait_s=gen)
         row["logprob_s"] = _sum(r, "timing_s/old_log_prob", "timing_s/ref", "timing_s/values")
+        # the reward model / judge pass when it is its own phase (`marked_timer("reward")`); a
+        # distillation teacher streamed inside the agent loop (verl >= 0.8) is part of timing_s/gen
+        if "timing_s/reward" in r:
+            row["score_s"] = r["timing_s/reward"]
         row["compute_s"] = _sum(r, "timing_s/update_actor", "timing_s/update_critic")
         row["sync_s"] = _sum(
             r, "timing_s/update_weights", "timing_s/sync_rollout_weights", "timing_s/param_sync"

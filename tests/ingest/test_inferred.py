@@ -107,6 +107,10 @@ def test_verl_config_is_read_from_the_console_dump_alone(tmp_path, opd_results):
         "model_path": ("/root/opd-bench/models/student", "run.log:192"),
         "gpus.hybrid": (1, "run.log:835"),
         "gpus.teacher": (1, "run.log:652"),
+        "algorithm": ("opd", "run.log:651"),  # distillation.enabled
+        "teacher.placement": ("dedicated", "run.log:652 (verl's teacher_pool)"),
+        "teacher.model_path": ("/root/opd-bench/models/teacher", "run.log:680"),
+        "teacher.tp": (1, "run.log:678"),
     }
     log = src / "run.log"
     assert _line(log, 357).endswith("'n': 16,") and _line(log, 627).endswith("'train_batch_size': 8,")
@@ -280,6 +284,11 @@ def test_per_role_telemetry_where_the_logs_name_each_roles_devices(prime_run, ve
     assert m["inferred"]["gpu_ids"] == {
         "rollout": {"value": [0], "source": "run.log:7"},
         "trainer": {"value": [1], "source": "run.log:11"},
+        # the frozen teacher served outside prime-rl: telemetry (tests/ingest/test_inferred_teacher.py)
+        "teacher": {
+            "value": [0],
+            "source": "gpu.csv: GPUs holding >= 1024 MiB at teacher_ready_epoch (wall_time.env)",
+        },
     }
     roles = json.loads(RunPaths(prime_run).metrics.read_text())["gpu_roles"]
     assert (roles["rollout"]["gpus"], roles["trainer"]["gpus"]) == ([0], [1])

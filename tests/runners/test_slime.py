@@ -152,6 +152,23 @@ def test_issue_train_side_lines(issue_lines):
     assert row["compute_s"] == 1.0247735977717285
 
 
+def test_teacher_forward_is_score_s_not_logprob_s(miles):
+    """--opd-type megatron times the teacher's forward as `teacher_log_probs` (slime v0.3.1
+    backends/megatron_utils/actor.py: timer(f"{store_prefix}log_probs"), store_prefix "teacher_").
+    The line below is Miles' real `perf 0` record with that key as slime writes it."""
+    line = (
+        "(MegatronTrainRayActor pid=48367) [2026-08-07 13:45:12.196 actor_cell0_rank0] train_metric_utils.py:50"
+        " - perf 0: {'perf/train_wait_time': 3.1950531005859375, 'perf/ref_log_probs_time': 1.91172194480896,"
+        " 'perf/teacher_log_probs_time': 0.8421, 'perf/log_probs_time': 0.20662450790405273,"
+        " 'perf/actor_train_time': 3.7966468334198, 'perf/step_time': 9.19837760925293}"
+    )
+    row = build_steps(feed([line]))[0][0]
+    assert row["score_s"] == 0.8421
+    assert row["logprob_s"] == 0.20662450790405273 + 1.91172194480896
+    # Miles' external SGLang teacher is asked during rollout: no teacher timer in the real run
+    assert not any("score_s" in r for r in miles.steps)
+
+
 def test_legacy_total_train_time_is_step_time():
     line = "(MegatronTrainRayActor pid=7) [2025-09-20 10:00:00] train.py:90 - perf 3: {'perf/total_train_time': 287.2645092010498}"
     row = build_steps(feed([line]))[0][0]

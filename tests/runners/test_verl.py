@@ -354,6 +354,15 @@ def test_sglang_3_decimal_line(tmp_path):
         44.192,
     )
     assert s["logprob_s"] == pytest.approx(6.569 + 6.307)
+    assert s["score_s"] == 1.042  # timing_s/reward: the reward model's own phase
+
+
+def test_score_s_is_the_reward_phase_and_absent_when_not_logged(tmp_path, opd_results):
+    s = _parse_text(tmp_path, ISSUE_7412 + "\n").steps[0]
+    assert s["score_s"] == 5.0749629735946655e-05
+    # verl 0.9's distillation teacher is scored inside the agent loop (timing_s/gen): no timer of its own
+    rows = parse_dir(opd_results / "verl").steps
+    assert len(rows) == 15 and not any("score_s" in r for r in rows)
 
 
 def test_full_precision_line_without_step_time(tmp_path):
