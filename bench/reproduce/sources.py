@@ -8,6 +8,8 @@
 - `predict`:    `bench predict` of one opd-benchmark run from another's calibration (a replay when
                 the two are the same run); a bench.predict figure of the emulated run
 - `run_figure`: the same bench.predict figure measured on a run's own raw logs (a `measured` reference)
+- `phases`:     a published per-phase step table: fit on its synchronous row, predict the async rows
+                (bench/reproduce/phases.py)
 - `none`:       cannot be reproduced; `reason` says why
 
 A source returns an Outcome; a dependency that is not installed yet gives status "pending".
@@ -278,8 +280,11 @@ def _predict(case: Case, fig: Figure, ctx: Context) -> Outcome:
         from bench.trace import RunPaths, read_manifest
 
         run_dir = ingested_run(src, ctx, where)
-        target = known_setup(read_manifest(RunPaths(ingested_run(tgt, ctx, where))))
-        split = [f"{k}={v}" for k, v in target.items() if k.startswith("experiment.")]
+        manifest = read_manifest(RunPaths(ingested_run(tgt, ctx, where)))
+        # the target's own setup: its GPU split, and how its framework syncs weights
+        split = [f"{k}={v}" for k, v in known_setup(manifest).items() if k.startswith("experiment.")]
+        sync = ((manifest.get("config") or {}).get("framework") or {}).get("weight_sync") or {}
+        split += [f"framework.weight_sync.{k}={v}" for k, v in sync.items()]
         out = ctx.work_dir / "predicted" / f"{src['run']}-to-{tgt['run']}"
         if out.exists():
             import shutil
@@ -315,6 +320,13 @@ def _run_figure(case: Case, fig: Figure, ctx: Context) -> Outcome:
     return Outcome(value, used=f"{c['run']}/ parsed by runners.{c['framework']}")
 
 
+def _phases(case: Case, fig: Figure, ctx: Context) -> Outcome:
+    """A phase time of a published per-phase table's row, calibrated on its synchronous row."""
+    from bench.reproduce import phases
+
+    return phases.compute(case, fig, ctx)
+
+
 SOURCES: dict[str, tuple[Callable[[Case, Figure, Context], Outcome], str]] = {
     # source -> (function, how ours was obtained: the table's "ours from" column)
     "opd_logs": (_opd_logs, "raw logs"),
@@ -324,6 +336,7 @@ SOURCES: dict[str, tuple[Callable[[Case, Figure, Context], Outcome], str]] = {
     "cost": (_cost, "computed"),
     "predict": (_predict, "emulated"),
     "run_figure": (_run_figure, "raw logs"),
+    "phases": (_phases, "emulated"),
     "none": (_none, "-"),
 }
 
