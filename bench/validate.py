@@ -53,7 +53,7 @@ def _check_workload(cfg: Any) -> list[str]:
 
 
 def _check_gpus(cfg: Any, r: Resolved) -> list[str]:
-    e, c, m, w = cfg.experiment, cfg.cluster, cfg.model, cfg.workload
+    e, c, m = cfg.experiment, cfg.cluster, cfg.model
     t, g = e.trainer, e.generator
     out = []
     colocated = r.colocated
@@ -81,16 +81,9 @@ def _check_gpus(cfg: Any, r: Resolved) -> list[str]:
         out.append(
             f"experiment.trainer: tp x pp x cp = {mp}: expected a divisor of experiment.trainer_gpus={e.trainer_gpus}"
         )
-    else:
-        dp = r.trainer_dp
-        samples = w.prompts_per_step * w.group_size
-        per_mb = samples // max(1, w.mini_batches_per_step)
-        if per_mb % dp:
-            out.append(
-                f"workload.prompts_per_step={w.prompts_per_step}: {per_mb} samples per mini-batch "
-                f"({w.prompts_per_step} x group {w.group_size} / {w.mini_batches_per_step}) is not divisible "
-                f"by the trainer's data-parallel size {dp} (= {e.trainer_gpus} GPUs / tp x pp x cp {mp})"
-            )
+    # Whether a mini-batch's samples must divide by the trainer's data-parallel size is each
+    # framework's own rule (verl and slime/Megatron split it evenly; prime-rl pads its micro-batch
+    # count instead): runners/batch_rules.py, called from those runners' validate.
     if m.q_heads % t.tp:
         out.append(f"experiment.trainer.tp={t.tp}: expected a divisor of model.q_heads={m.q_heads}")
     if t.pp < 1 or (e.trainer_gpus // t.pp) % t.ep:

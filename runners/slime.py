@@ -22,6 +22,7 @@ from typing import Any
 from bench.trace import read_env_file
 from runners import data_paths, slime_logs
 from runners.base import NOT_INSTALLED, Build, Launch, ParseResult, Process, Runner, enum_value
+from runners.batch_rules import mini_batch_dp_problem
 from runners.schemas.slime import SCHEMA_FILE, check_values, load_schema, unknown_flags
 from runners.slurm import ray_processes, render_sbatch
 
@@ -333,6 +334,13 @@ class SlimeRunner(Runner):
                 f"experiment.generator_gpus={lay['rollout_num_gpus']} is not divisible by the engine size "
                 f"generator.tp*dp={lay['gpus_per_engine']} (--rollout-num-gpus-per-engine)"
             )
+        # Megatron splits each optimizer step's batch evenly over the data-parallel ranks: slime
+        # initialises its num-microbatches calculator with --global-batch-size (samples per step)
+        # and --micro-batch-size 1 (slime/backends/megatron_utils/initialize.py at a6272da0), whose
+        # ConstantNumMicroBatchesCalculator asserts global batch % (micro batch x DP) == 0
+        # (megatron/core/num_microbatches_calculator.py).
+        if (line := mini_batch_dp_problem(cfg)) is not None:
+            problems.append(line)
         samples = int(w.prompts_per_step) * int(w.group_size)
         if samples % int(w.mini_batches_per_step):
             problems.append(

@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 
 from runners import data_paths
 from runners.base import NOT_INSTALLED, Build, Launch, ParseResult, Process, Runner, enum_value
+from runners.batch_rules import mini_batch_dp_problem
 from runners.slurm import ray_processes, render_sbatch
 
 # Accepted log formats per verl version: what runners/verl_logs.py reads (detected by content).
@@ -289,6 +290,13 @@ class VerlRunner(Runner):
             layout(cfg, mode)
         except ValueError as e:
             problems.append(str(e))
+        # verl splits every mini-batch evenly over the data-parallel ranks: its workers normalise
+        # ppo_mini_batch_size x rollout.n by floor division over the DP size (verl/workers/
+        # fsdp_workers.py and megatron_workers.py, "ppo_mini_batch_size //= ..."; a remainder
+        # silently changes the number of optimizer steps), and DataProto.chunk asserts equal
+        # chunks (verl/protocol.py); utils/config.py asserts real_train_batch_size % minimal_bsz.
+        if (line := mini_batch_dp_problem(cfg)) is not None:
+            problems.append(line)
         samples = int(wl.prompts_per_step) * int(wl.group_size)
         if str(cfg.experiment.trainer.sharding) == "fsdp" and samples % int(cfg.experiment.trainer_gpus):
             problems.append(

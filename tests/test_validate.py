@@ -87,3 +87,30 @@ def test_native_check_renders_the_launch_and_a_framework_not_installed_is_not_a_
     # none of the three frameworks is installed here: each says so, and validate still passes
     assert main(["experiment=smoke", "framework=verl", "--native"]) == 0
     assert "  verl native: verl not installed here (not checked)" in capsys.readouterr().out
+
+
+# SemiAnalysis case 1 at 48 trainer : 208 generator GPUs: 512 samples over 48 data-parallel ranks
+DP48 = ["experiment=semianalysis_case1", "experiment.trainer_gpus=48", "experiment.generator_gpus=208"]
+DP48_LINE = (
+    "workload.prompts_per_step=32: 512 samples per mini-batch (32 x group 16 / 1) is not divisible by the "
+    "trainer's data-parallel size 48 (= 48 GPUs / tp x pp x cp 1)"
+)
+
+
+def test_batch_over_data_parallel_ranks_is_each_frameworks_own_rule():
+    """verl and slime (Megatron) split a mini-batch evenly over the DP ranks and refuse 512 samples
+    on 48; prime-rl pads its micro-batch count to the DP size instead and accepts the split."""
+    from bench.config import for_framework
+    from bench.validate import validate
+
+    assert validate_workload(compose(DP48)) == []  # framework-neutral: nothing to say
+    assert validate(for_framework(DP48, "prime_rl")) == []
+    assert validate(for_framework(DP48, "slime")) == [DP48_LINE]
+    assert validate(for_framework(DP48, "verl"))[0] == DP48_LINE
+
+
+def test_cli_names_the_framework_that_refuses_the_split(capsys):
+    assert main([*DP48, "framework=verl,slime,prime_rl"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert f"[slime] {DP48_LINE}" in err and f"[verl] {DP48_LINE}" in err
+    assert not any(line.startswith("[prime_rl]") for line in err)

@@ -87,22 +87,30 @@ def test_json_shape_and_the_page(tmp_path, capsys):
     assert "(emulated)" in md and "★" in md and (out / "plan.png").stat().st_size > 10_000
 
 
-def test_semianalysis_case1_is_generator_bound_and_keeps_its_split_under_validate(tmp_path, capsys):
+def test_semianalysis_case1_moves_trainer_gpus_to_rollout_at_a_flat_cost(tmp_path, capsys):
     """Case 1 (64 trainer : 192 generator H200, published idle 30%), emulator.steps=30, 2 seeds.
-    The splits of 256 GPUs validate admits are trainer 8, 16, 32, 64, 128 (512 samples over the
-    trainer's data-parallel ranks, EP 8, whole nodes); the next larger generator share, 32:224,
-    halves consumption below the production 64:192 already reaches, so the plan keeps 64:192."""
+    prime-rl pads its micro-batches to the trainer's data-parallel size, so validate admits every
+    whole-node split of 256 GPUs (trainer 8, 16, ..., 248; 16 of them emulated), not only the
+    trainer sizes that divide 512 samples. Moving trainer GPUs to rollout cuts the trainer's idle
+    (28% at 64:192, 17% at 56:200) but not the cost: production is held by the in-flight cap (768
+    rollouts), not by the engine count, so it stays at ~1.97 samples/s and useful $/M is flat."""
     d = _plan_json(["experiment=semianalysis_case1", "emulator.steps=30", "seeds=2"], tmp_path / "p", capsys)
-    assert sorted(p["trainer_gpus"] for p in d["points"]) == [8, 16, 32, 64, 128]
-    cur = _point(d, 64)
+    trainers = sorted(p["trainer_gpus"] for p in d["points"])
+    assert len(trainers) == 16 and {24, 40, 56, 64, 88} <= set(trainers)  # not powers of two only
+    assert all(t % 8 == 0 for t in trainers) and d["current"]["trainer_gpus"] == 64
+    cur, larger = _point(d, 64), _point(d, 56)
     assert not cur["met"]  # generator-bound: production below consumption
     assert cur["trainer_idle_frac"] == pytest.approx(0.30, abs=0.05)  # emulated 28%
     assert cur["consumption_samples_per_s"] == pytest.approx(2.75, rel=0.05)
-    larger = _point(d, 32)
-    assert larger["consumption_samples_per_s"] < cur["production_samples_per_s"]
-    assert larger["useful_cost_per_mtok_usd"] > cur["useful_cost_per_mtok_usd"]
-    assert d["recommended"]["generator_gpus"] == 192
-    assert d["sentence"].startswith("keep 64 trainer : 192 generator GPUs: ")
+    assert larger["trainer_idle_frac"] < cur["trainer_idle_frac"] - 0.05  # emulated 17%
+    # the extra engine adds no production: in-flight rollouts, not engines, set it
+    assert larger["production_samples_per_s"] == pytest.approx(cur["production_samples_per_s"], rel=0.02)
+    assert larger["useful_cost_per_mtok_usd"] == pytest.approx(cur["useful_cost_per_mtok_usd"], rel=0.02)
+    rec = d["recommended"]
+    assert rec["generator_gpus"] >= 192  # never fewer generator GPUs than the generator-bound split
+    best = _point(d, rec["trainer_gpus"])
+    assert best["useful_cost_per_mtok_usd"] <= cur["useful_cost_per_mtok_usd"]
+    assert d["sentence"].startswith(("move 8 trainer GPUs to rollout: ", "keep 64 trainer : 192 generator"))
 
 
 def test_choose_spaces_the_splits_and_keeps_the_current_one():
