@@ -33,6 +33,9 @@ STEP_FIELDS: list[tuple[str, pa.DataType]] = [
     ("logprob_s", F64),  # old/ref log-prob forward passes
     ("compute_s", F64),  # forward + backward + optimizer
     ("sync_s", F64),  # weight sync trainer -> generator
+    # teacher / reward-model scoring of the step's rollouts, wall time as the framework logs it
+    # (emulated: union of the step's groups' scoring batches); null when not logged or no scoring stage
+    ("score_s", F64),
     ("samples", I64),  # rollouts trained on
     ("prompts", I64),
     ("prompt_tokens", I64),

@@ -21,6 +21,7 @@ from bench.emulator.draws import Draws
 from bench.emulator.generator import GenerationEngine, Pool
 from bench.emulator.loop import Loop
 from bench.emulator.policies import Schedule, load_policy
+from bench.emulator.scoring import Scorer, teacher_models
 from bench.emulator.trace_out import step_rows, write_trace
 from bench.resolve import Resolved
 from bench.trace import RunPaths, write_manifest, write_steps
@@ -48,15 +49,20 @@ def build(
             f"experiment.generator_gpus={cfg.experiment.generator_gpus} is fewer than one engine of "
             f"{r.engine_gpus} GPUs (experiment.generator tp x dp); expected a multiple of {r.engine_gpus}"
         )
+    engines = generator(r.engines, int(cfg.workload.group_size))
+    # teachers (workload.algorithm=opd): with_generator ones pause the generator's decoding
+    scorer = Scorer(teacher_models(cfg, r), engines.pause) if r.teachers else None
     loop = Loop(
         sched,
         costmodel.engine_model(cfg, r),
         costmodel.trainer_model(cfg, r),
         Draws(cfg, int(cfg.experiment.seed)),
-        generator(r.engines, int(cfg.workload.group_size)),
+        engines,
         max_concurrency=int(cfg.experiment.generator.max_concurrency),
         prompts_per_step=int(cfg.workload.prompts_per_step),
         steps=int(cfg.emulator.steps or cfg.workload.steps),
+        scorer=scorer,
+        domain=str(cfg.workload.task),
     )
     return loop, sched, {"native_mode": r.mode, "policy": r.policy, "notes": notes}
 
@@ -89,7 +95,7 @@ def emulate_into(cfg: Any, paths: RunPaths, r: Resolved | None = None) -> dict[s
         stream_steps(paths, step_rows(result), pace)
     counts = write_trace(paths, result, loop.G, steps_written=pace > 0)
     trainer_busy = sum(r.logprob_s + r.compute_s + r.sync_s for r in result.steps)
-    return {
+    out = {
         "mode": "emulated",
         "seed": int(cfg.experiment.seed),
         "wall_s": result.wall_s,
@@ -113,6 +119,21 @@ def emulate_into(cfg: Any, paths: RunPaths, r: Resolved | None = None) -> dict[s
             },
         },
     }
+    if result.teachers is not None:
+        _teacher_keys(out, result, float(cfg.emulator.score_fixed_s))
+    return out
+
+
+def _teacher_keys(out: dict[str, Any], result: Any, score_fixed_s: float) -> None:
+    """The scoring stage's manifest keys: per-teacher counts under emulator.teachers, and the
+    dedicated teacher pool's busy/idle seconds (engine-seconds scoring / engines) under resources."""
+    out["emulator"]["teachers"] = result.teachers
+    out["emulator"]["score_fixed_s"] = score_fixed_s
+    dedicated = [t for t in result.teachers if not t["with_generator"]]
+    engines = sum(t["engines"] for t in dedicated)
+    if engines:
+        busy = sum(t["busy_s"] for t in dedicated) / engines
+        out["resources"]["teacher"] = {"busy_s": busy, "idle_s": result.wall_s - busy}
 
 
 def emulate(cfg: Any, run_dir: Path | str) -> RunPaths:

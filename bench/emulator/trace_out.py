@@ -49,6 +49,8 @@ def step_rows(r: Result) -> list[dict]:
         row["discarded_samples"] = int(discarded[i])
         row["filtered_samples"] = int(filtered[i])
         row["generated_tokens"] = int(round(generated[i]))
+        if r.score_s is not None:  # teachers only: a run without a scoring stage leaves it null
+            row["score_s"] = r.score_s[i]
         rows.append(row)
     return rows
 

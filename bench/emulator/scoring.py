@@ -1,0 +1,209 @@
+"""The scoring stage: teachers (a reward model, judge or distillation teacher) scoring finished groups.
+
+A group that finishes generating is routed by its domain (the workload's task) to the first teacher of
+experiment.teachers whose `domains` cover it, and queued there, first in, first out. A teacher has
+engines (tp GPUs each); a free engine takes every group waiting in its teacher's queue as one batch
+and scores it with one prefill-only forward pass over the batch's prompt + response tokens:
+
+    batch_s = emulator.score_fixed_s + 2 x teacher active params x tokens / (engine GPUs x peak x prefill_mfu)
+
+(compute-bound, as the generator's prefill; `score_fixed_s` is the per-batch request round trip and
+scheduling). A group joins the trainer's batch only when its scoring batch ends.
+
+Placement: a `dedicated` teacher has its own GPUs and runs beside generation. A `with_generator`
+teacher is served on the generator's GPUs (Prime-RL's opd run: one vLLM server each, sharing GPU 0):
+while a teacher engine of k GPUs scores a batch for d seconds it holds k of the generator's N GPUs,
+so the generator loses k x d GPU-seconds, which the model spreads evenly over the pool: every
+generation engine pauses for d x k / N (exact when the generator is one engine of the teacher's GPUs,
+as in Prime-RL's run; mean-field otherwise, like the generator's own batch shares). Pauses of
+concurrent batches add up rather than overlap, so the GPU-seconds are conserved.
+
+Units: seconds, tokens, FLOP/s. Nothing here is fitted: the efficiency is `emulator.prefill_mfu`.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bench.resolve import Resolved
+
+
+@dataclass(frozen=True)
+class TeacherModel:
+    """One teacher's engines and the time they take to score a batch."""
+
+    model: str  # conf/model option name
+    engines: int
+    engine_gpus: int
+    flop_rate: float  # achieved FLOP/s of one engine in a prefill-only pass
+    active_params: float
+    fixed_s: float  # per batch (s)
+    generator_share: float  # with_generator: engine GPUs / generator GPUs; 0 when dedicated
+    domains: tuple[str, ...]  # () = every domain
+
+    def batch_s(self, tokens: float) -> float:
+        """Seconds one engine takes to score a batch of `tokens` prompt + response tokens."""
+        return self.fixed_s + 2.0 * self.active_params * tokens / self.flop_rate
+
+    def scores(self, domain: str) -> bool:
+        return not self.domains or domain in self.domains
+
+
+def teacher_models(cfg: Any, r: Resolved) -> list[TeacherModel]:
+    """The TeacherModel of every resolved teacher of cfg (r.teachers, in order)."""
+    hw, em = cfg.hardware, cfg.emulator
+    generator_gpus = r.engines * r.engine_gpus
+    out = []
+    for t in r.teachers:
+        shared = t.placement == "with_generator"
+        out.append(
+            TeacherModel(
+                model=t.model,
+                engines=t.engines,
+                engine_gpus=t.engine_gpus,
+                flop_rate=t.engine_gpus * float(hw.peak_bf16_flops) * float(em.prefill_mfu),
+                active_params=t.active_params,
+                fixed_s=float(em.score_fixed_s),
+                generator_share=t.engine_gpus / generator_gpus if shared and generator_gpus else 0.0,
+                domains=t.domains,
+            )
+        )
+    return out
+
+
+@dataclass
+class TeacherState:
+    """A teacher's FIFO queue of (group, tokens) and which of its engines are busy."""
+
+    model: TeacherModel
+    queue: deque = field(default_factory=deque)
+    free: list[int] = field(default_factory=list)  # idle engines, lowest first
+    busy_s: float = 0.0  # engine-seconds spent scoring
+    batches: int = 0
+    groups: int = 0
+    tokens: float = 0.0
+
+
+class Scorer:
+    """Every teacher's queue and engines; events are scoring batches ending.
+
+    `pause(t, until)`: stop the generator's decoding (the Loop's generator.pause), called for batches
+    of with_generator teachers."""
+
+    def __init__(self, teachers: list[TeacherModel], pause: Callable[[float, float], None] | None = None):
+        if not teachers:
+            raise ValueError("a Scorer needs at least one teacher (experiment.teachers)")
+        self.teachers = [TeacherState(m, free=list(range(m.engines))) for m in teachers]
+        for s in self.teachers:
+            if not s.free:
+                raise ValueError(f"teacher {s.model.model}: 0 engines; expected GPUs for at least one engine")
+        self.pause = pause
+        self.events: list[
+            tuple[float, int, int, int, list[int]]
+        ] = []  # (t_end, seq, teacher, engine, groups)
+        self._seq = 0
+        self._routes: dict[str, int] = {}
+        self.scored_at: dict[int, tuple[float, float]] = {}  # group -> its scoring batch's (start, end) (s)
+        self.stolen_until = 0.0  # generator paused for with_generator scoring until (s)
+
+    def route(self, domain: str) -> int:
+        """Index of the teacher that scores `domain`: the first whose domains cover it."""
+        k = self._routes.get(domain)
+        if k is None:
+            k = next((i for i, s in enumerate(self.teachers) if s.model.scores(domain)), -1)
+            if k < 0:
+                raise ValueError(f"no teacher scores domain {domain!r} (experiment.teachers domains)")
+            self._routes[domain] = k
+        return k
+
+    def submit(self, g: int, tokens: float, domain: str, t: float) -> None:
+        """Group g (`tokens` prompt + response tokens over its rollouts) finished generating at t."""
+        k = self.route(domain)
+        self.teachers[k].queue.append((g, float(tokens)))
+        self._start(k, t)
+
+    def drop(self, groups: set[int]) -> None:
+        """Forget `groups` still waiting in a queue (cancelled): they are never scored. A batch
+        already on an engine runs to its end."""
+        for s in self.teachers:
+            if s.queue:
+                s.queue = deque(q for q in s.queue if q[0] not in groups)
+
+    def _start(self, k: int, t: float) -> None:
+        """Teacher k's free engines take what waits in its queue: the first takes all of it."""
+        s = self.teachers[k]
+        if not s.queue or not s.free:
+            return
+        e = s.free.pop(0)
+        groups = [g for g, _ in s.queue]
+        tokens = sum(n for _, n in s.queue)
+        s.queue.clear()
+        d = s.model.batch_s(tokens)
+        end = t + d
+        s.busy_s += d
+        s.batches += 1
+        s.groups += len(groups)
+        s.tokens += tokens
+        for g in groups:
+            self.scored_at[g] = (t, end)
+        if s.model.generator_share > 0 and self.pause is not None:
+            # the GPU-seconds the batch takes from the generator, spread over its engines, after any
+            # earlier with_generator batch's share (concurrent batches add up)
+            start = max(t, self.stolen_until)
+            self.stolen_until = start + d * s.model.generator_share
+            self.pause(t, self.stolen_until)
+        self._seq += 1
+        heapq.heappush(self.events, (end, self._seq, k, e, groups))
+
+    def next_time(self) -> float:
+        """When the next scoring batch ends (inf when none is running)."""
+        return self.events[0][0] if self.events else np.inf
+
+    def step(self) -> tuple[float, list[int]]:
+        """End the next scoring batch: (its end time, the groups it scored); the engine takes the
+        next batch from its queue."""
+        t, _, k, e, groups = heapq.heappop(self.events)
+        s = self.teachers[k]
+        s.free.append(e)
+        s.free.sort()
+        self._start(k, t)
+        return t, groups
+
+    def span_s(self, groups: list[int]) -> float:
+        """Wall seconds during which a scoring batch of any of `groups` ran (the union of their
+        batches' intervals): the scoring time of a trainer step whose batch holds `groups`."""
+        iv = sorted(self.scored_at[g] for g in groups if g in self.scored_at)
+        total, end = 0.0, -np.inf
+        for a, b in iv:
+            if b <= end:
+                continue
+            total += b - max(a, end)
+            end = b
+        return total
+
+    def forget(self, groups: list[int]) -> None:
+        """Drop the scoring intervals of groups no step will ask about again."""
+        for g in groups:
+            self.scored_at.pop(g, None)
+
+    def summary(self) -> list[dict[str, Any]]:
+        """Per teacher: engines, batches, groups, tokens scored and engine-seconds busy."""
+        return [
+            {
+                "model": s.model.model,
+                "engines": s.model.engines,
+                "engine_gpus": s.model.engine_gpus,
+                "with_generator": s.model.generator_share > 0,
+                "batches": s.batches,
+                "groups": s.groups,
+                "tokens": int(round(s.tokens)),
+                "busy_s": s.busy_s,
+            }
+            for s in self.teachers
+        ]
