@@ -65,8 +65,10 @@ def test_prediction_runs_are_written(verl_rows):
     run = verl_rows["work_dir"] / "predicted" / "verl-to-prime"
     p = json.loads((run / "manifest.json").read_text())["predicted_from"]
     assert (p["run_framework"], p["framework"], p["replay"]) == ("verl", "prime_rl", False)
-    assert p["given"][-3:] == [
+    assert p["given"][-5:] == [  # the target's GPU split and its weight-sync path (prime.toml: filesystem)
         "experiment.placement=disaggregated",
         "experiment.trainer_gpus=1",
         "experiment.generator_gpus=1",
+        "framework.weight_sync.colocated=ipc",
+        "framework.weight_sync.disaggregated=filesystem",
     ]
