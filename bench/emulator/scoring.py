@@ -12,11 +12,13 @@ scheduling). A group joins the trainer's batch only when its scoring batch ends.
 
 Placement: a `dedicated` teacher has its own GPUs and runs beside generation. A `with_generator`
 teacher is served on the generator's GPUs (Prime-RL's opd run: one vLLM server each, sharing GPU 0):
-while a teacher engine of k GPUs scores a batch for d seconds it holds k of the generator's N GPUs,
-so the generator loses k x d GPU-seconds, which the model spreads evenly over the pool: every
-generation engine pauses for d x k / N (exact when the generator is one engine of the teacher's GPUs,
-as in Prime-RL's run; mean-field otherwise, like the generator's own batch shares). Pauses of
-concurrent batches add up rather than overlap, so the GPU-seconds are conserved.
+while a teacher engine of k GPUs computes a batch for c seconds (batch_s without the fixed part,
+which is a round trip, not GPU work) it holds k of the generator's N GPUs, so the generator loses
+k x c GPU-seconds, which the model spreads evenly over the pool: every generation engine pauses for
+c x k / N from the batch's start (exact when the generator is one engine on the teacher's GPUs, as
+in Prime-RL's run, up to where in the batch the pause falls; mean-field otherwise, like the
+generator's own batch shares). Pauses of concurrent batches add up rather than overlap, so the
+GPU-seconds are conserved.
 
 Units: seconds, tokens, FLOP/s. Nothing here is fitted: the efficiency is `emulator.prefill_mfu`.
 """
@@ -47,9 +49,13 @@ class TeacherModel:
     generator_share: float  # with_generator: engine GPUs / generator GPUs; 0 when dedicated
     domains: tuple[str, ...]  # () = every domain
 
+    def compute_s(self, tokens: float) -> float:
+        """GPU seconds of the prefill-only forward over `tokens` prompt + response tokens."""
+        return 2.0 * self.active_params * tokens / self.flop_rate
+
     def batch_s(self, tokens: float) -> float:
         """Seconds one engine takes to score a batch of `tokens` prompt + response tokens."""
-        return self.fixed_s + 2.0 * self.active_params * tokens / self.flop_rate
+        return self.fixed_s + self.compute_s(tokens)
 
     def scores(self, domain: str) -> bool:
         return not self.domains or domain in self.domains
@@ -153,10 +159,10 @@ class Scorer:
         for g in groups:
             self.scored_at[g] = (t, end)
         if s.model.generator_share > 0 and self.pause is not None:
-            # the GPU-seconds the batch takes from the generator, spread over its engines, after any
-            # earlier with_generator batch's share (concurrent batches add up)
+            # the GPU-seconds the batch computes on the generator's GPUs, spread over its engines,
+            # after any earlier with_generator batch's share (concurrent batches add up)
             start = max(t, self.stolen_until)
-            self.stolen_until = start + d * s.model.generator_share
+            self.stolen_until = start + s.model.compute_s(tokens) * s.model.generator_share
             self.pause(t, self.stolen_until)
         self._seq += 1
         heapq.heappush(self.events, (end, self._seq, k, e, groups))

@@ -14,7 +14,7 @@ from bench.emulator.run import build, emulate
 from bench.emulator.scoring import Scorer, TeacherModel, teacher_models
 from bench.emulator.trace_out import step_rows
 from bench.resolve import Resolved
-from bench.validate import validate
+from bench.validate import validate, validate_workload
 
 OPD = ["experiment=opd_2xh100", "framework=verl"]
 # Prime-RL's layout of the same job: trainer and inference on separate GPUs, the teacher beside inference
@@ -135,9 +135,12 @@ def test_groups_go_to_the_teacher_of_the_workloads_task():
 def test_with_generator_batches_pause_the_generator_by_their_share_and_add_up():
     paused = []
     s = Scorer([teacher(engines=2, share=0.5)], pause=lambda t, until: paused.append((t, until)))
-    s.submit(0, 5000, "x", 1.0)  # 0.15 s on engine 0: the pool loses 0.075 s of decoding
-    s.submit(1, 5000, "x", 1.0)  # engine 1 at the same time: its 0.075 s comes after the first
-    assert paused == [(1.0, pytest.approx(1.075)), (1.0, pytest.approx(1.15))]
+    # 5,000 tokens: 0.05 s round trip + 0.1 s of compute on engine 0, which holds half the generator's
+    # GPUs: the pool loses 0.05 s of decoding (the round trip takes no GPU time)
+    s.submit(0, 5000, "x", 1.0)
+    s.submit(1, 5000, "x", 1.0)  # engine 1 at the same time: its 0.05 s comes after the first
+    assert paused == [(1.0, pytest.approx(1.05)), (1.0, pytest.approx(1.10))]
+    assert s.next_time() == pytest.approx(1.15)  # the batches themselves still take 0.15 s
 
 
 def test_a_teacher_on_the_generator_slows_generation():
@@ -147,11 +150,12 @@ def test_a_teacher_on_the_generator_slows_generation():
     (m,) = shared.scorer.teachers
     assert m.model.generator_share == 1.0  # one generator GPU, one teacher engine on it
     a, b = shared.run(), dedicated.run()
-    # the same scoring work, but on the generator's GPU it stops decoding while it runs
+    # the same scoring work, but on the generator's GPU it stops decoding while it computes: every
+    # rollout's generation (dispatch to finish) takes longer on average, the engine is busy longer
     assert a.teachers[0]["tokens"] > 0 and b.teachers[0]["tokens"] > 0
-    gen = [r.gen_s for r in a.steps], [r.gen_s for r in b.steps]
-    assert np.mean(gen[0]) > np.mean(gen[1])
-    assert a.wall_s > b.wall_s
+    latency = [np.nanmean(x.segments["t_finish"] - x.segments["t_dispatch"]) for x in (a, b)]
+    assert latency[0] > 1.05 * latency[1]
+    assert a.generator_busy_s > b.generator_busy_s
 
 
 # --- no teachers: nothing changes -------------------------------------------------------------------
@@ -248,13 +252,13 @@ def test_runs_without_teachers_have_no_score_s():
     ],
 )
 def test_validate_refuses_bad_teachers_with_one_line(overrides, line):
-    problems = validate(compose([*OPD, *overrides]))
+    problems = validate_workload(compose([*OPD, *overrides]))  # the runners add their own lines
     assert line in problems
     assert sum("teachers" in p for p in problems) == 1
 
 
 def test_an_unknown_teacher_model_names_the_key_and_the_choices():
-    problems = validate(compose([*OPD, "experiment.teachers=[{model:qwen9,gpus:1}]"]))
+    problems = validate_workload(compose([*OPD, "experiment.teachers=[{model:qwen9,gpus:1}]"]))
     (line,) = [p for p in problems if "teachers" in p]
     assert line.startswith("experiment.teachers[0].model=qwen9: no conf/model/qwen9.yaml; choose one of ")
     assert "qwen3_0_6b" in line and "\n" not in line
