@@ -42,6 +42,7 @@ from bench.calibrate_fit import (
     complete,
     fit_decode,
     fit_env,
+    fit_handoff,
     fit_logprob,
     fit_prompt,
     fit_response,
@@ -255,6 +256,11 @@ def fit_all(
         fits.append(fit_sync(cfg, r, steady, run))
     else:
         fallback(["emulator.weight_sync_fixed_s"], "sync_s logged on fewer than half the steady steps")
+    if r.colocated and str(cfg.framework.get("handoff_logged_as", "sync")) == "wait":
+        if enough and complete(steady, ["wait_s", "gen_s"]):
+            fits += fit_handoff(cfg, r, steady, fw, run)
+        else:
+            fallback(["emulator.handoff_measured_s"], "needs wait_s and gen_s on the steady steps")
     if rollouts is not None and complete(rollouts, ["env_s", "turns"]):
         fits.append(fit_env(rollouts, run))
     else:

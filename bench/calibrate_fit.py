@@ -325,6 +325,34 @@ def fit_sync(cfg: Any, r: Any, steady: pd.DataFrame, run: str) -> Fit:
     return Fit("emulator.weight_sync_fixed_s", round(fixed, 4), on, float(t.std() / t.mean()), "cv", note)
 
 
+def fit_handoff(cfg: Any, r: Any, steady: pd.DataFrame, framework: str, run: str) -> list[Fit]:
+    """The framework's colocated sleep + wake (s), where its own timers count it in the wait: mean
+    wait beyond generation minus the bytes the emulator moves (costmodel.handoff_s with no fixed
+    part). It describes this framework's hand-off, not another's: `handoff_measured_on` names it."""
+    from omegaconf import OmegaConf
+
+    from bench.emulator.costmodel import handoff_s
+
+    none = {"handoff_fixed_s": 0.0, "handoff_measured_s": None}
+    moved = handoff_s(OmegaConf.merge(cfg, {"framework": {"handoff_fixed_s": 0.0}, "emulator": none}), r)
+    beyond = (steady.wait_s - steady.gen_s).to_numpy(float)
+    fixed, note = (
+        float(beyond.mean()) - moved,
+        f"applies to {framework} only (another framework keeps its own)",
+    )
+    if fixed < 0:
+        fixed, note = (
+            0.0,
+            f"the bytes moved alone ({moved:.3g} s) exceed the wait beyond generation: 0; " + note,
+        )
+    on = f"{run} trace/steps.parquet wait_s - gen_s ({len(beyond)} steady steps) - {moved:.3g} s moved to host and back"
+    cv = float(beyond.std() / beyond.mean()) if beyond.mean() > 0 else 0.0
+    return [
+        Fit("emulator.handoff_measured_s", round(fixed, 4), on, cv, "cv", note),
+        Fit("emulator.handoff_measured_on", framework, on, 0.0, "none", note),
+    ]
+
+
 def fit_env(rollouts: pd.DataFrame, run: str) -> Fit:
     """Environment (tool, reward, scoring) seconds per turn of the trained rollouts."""
     used = rollouts.dropna(subset=["env_s", "turns"])

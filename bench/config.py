@@ -292,8 +292,11 @@ class EmulatorConf:
     weight_sync_fixed_s: float = 1.0  # per-sync fixed cost (pause, reload, cache flush)
     decode_step_floor_s: float = 0.0  # shortest decode iteration (launches, scheduling), s; 0: roofline
     filesystem_gbps: float = 2.0  # site input: weight-sync checkpoint write / read bandwidth, GB/s
-    # colocated sleep + wake per step beyond the bytes moved (s); a framework's own value wins
+    # colocated sleep + wake per step beyond the bytes moved (s); a framework's own value wins, and a
+    # value measured on one framework's run (bench calibrate) wins for that framework only
     handoff_fixed_s: float = 0.0
+    handoff_measured_s: float | None = None  # measured sleep + wake (s) of framework handoff_measured_on
+    handoff_measured_on: str = ""  # the framework whose run it was measured on
     policy: str = ""  # dotted path of the emulator policy; "" = the framework mode's (conf/framework modes:)
     surplus: str = ""  # in-flight rollouts when a batch fills: carry | cancel | abort; "" = the policy's
     filter_backfill: bool = True  # zero-advantage filtering replaces dropped groups (DAPO dynamic sampling)

@@ -190,13 +190,16 @@ def weight_sync_s(cfg: Any, r: Resolved) -> float:
 def handoff_s(cfg: Any, r: Resolved) -> float:
     """Colocated rollout <-> train hand-off per step (s): what each GPU moves to host memory and back
     over `hardware.host_gbps` (the trainer's params + grads + optimizer when the framework offloads
-    the trainer, or the experiment offloads them), plus the framework's fixed sleep + wake cost
-    (`framework.handoff_fixed_s`, else `emulator.handoff_fixed_s`). 0 when disaggregated."""
+    the trainer, or the experiment offloads them), plus the framework's fixed sleep + wake cost: as
+    measured on one of its runs (`emulator.handoff_measured_s` when `handoff_measured_on` names it),
+    else as the framework
+    states it (`framework.handoff_fixed_s`), else `emulator.handoff_fixed_s`. 0 when disaggregated."""
     if not r.colocated:
         return 0.0
     fw, ex, em = cfg.framework, cfg.experiment, cfg.emulator
-    fixed = fw.get("handoff_fixed_s")
-    fixed = float(em.handoff_fixed_s if fixed is None else fixed)
+    measured = em.get("handoff_measured_s") if em.get("handoff_measured_on") == fw.name else None
+    stated = fw.get("handoff_fixed_s")
+    fixed = float(next(v for v in (measured, stated, em.handoff_fixed_s) if v is not None))
     offloaded = 0.0
     if fw.get("offloads_trainer", False):
         offloaded = r.trainer_bytes_per_gpu

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -229,3 +230,25 @@ def test_calibrate_recovers_a_known_decode_floor(tmp_path):
     assert bench_main(["calibrate", str(run)]) == 0
     got = yaml.safe_load((run / "calibration.yaml").read_text())["values"]
     assert got["emulator.decode_step_floor_s"]["value"] == pytest.approx(0.016, rel=0.10)
+
+
+def test_miles_handoff_is_measured_for_slime_only(tmp_path):
+    """Miles (a slime fork) colocates Megatron and SGLang: its perf/train_wait_time holds the sleep and
+    wake beyond the rollout. Calibrate measures that, minus the trainer state moved over PCIe, and
+    names the framework it belongs to; a verl prediction from it keeps verl's own hand-off."""
+    run = parsed_run(tmp_path, "miles", "slime")
+    out = tmp_path / "miles.yaml"
+    assert bench_main(["calibrate", str(run), "--out", str(out), *VERL_SETUP]) == 0
+    v = yaml.safe_load(out.read_text())["values"]
+    steps = pd.read_parquet(run / "trace" / "steps.parquet").iloc[1:]
+    moved = 2 * 595_984_384 * 16 / 64e9  # Qwen3-0.6B params x 16 bytes, out and back at 64 GB/s
+    assert v["emulator.handoff_measured_on"]["value"] == "slime"
+    assert v["emulator.handoff_measured_s"]["value"] == pytest.approx(
+        float((steps.wait_s - steps.gen_s).mean()) - moved, abs=1e-3
+    )
+    assert v["emulator.handoff_measured_s"]["value"] > 5.0  # most of Miles's 11.5-s step
+    cfg = compose([*VERL_SETUP, "framework=verl", f"calibration={out}"])
+    from bench.emulator.costmodel import handoff_s
+    from bench.resolve import Resolved
+
+    assert handoff_s(cfg, Resolved.from_config(cfg)) == 0.0
