@@ -88,12 +88,8 @@ class Schema:
                 continue
             added = o.is_add() or o.is_force_add()
             kind = self.key_kind(key, plus=added)
-            if added and kind == "dict":
-                parent = next(k for k, v in self.paths.items() if v == "dict" and key.startswith(k + "."))
-                raise UsageError(
-                    f"{text}: '+' adds keys only under {PASSTHROUGH} (framework-native passthrough); "
-                    f"set {parent} as a whole instead, e.g. '{parent}={{...}}'"
-                )
+            if kind == "dict":  # a key inside a dict-typed field (e.g. a framework name): '+' adds it
+                continue
             if o.is_add():
                 raise UsageError(f"{text}: {key} already exists; set it without '+': {text.lstrip('+')}")
 
@@ -158,4 +154,6 @@ class Schema:
                 return prefix + str(u)
             if full_key.startswith(PASSTHROUGH + "."):
                 return f"{full_key}: not set in this framework's conf; add a passthrough key with +{full_key}=..."
+            if self.key_kind(full_key) == "dict":  # an entry a dict-typed field does not hold yet
+                return f"{full_key}: no such entry yet; add it with +{full_key}=VALUE (one '+' per entry)"
         return prefix + (f"{full_key}: {reason}" if full_key else reason)

@@ -84,10 +84,12 @@ def test_unknown_group_option_names_what_exists(tmp_path: Path, args: list[str],
          f"experiment.trainer_gpu: no such key; did you mean experiment.trainer_gpus? {PLUS}"),
         (["run", "experiment=smoke", "++workload.gruop_size=8", "results_dir=res", "--dry-run"],
          f"workload.gruop_size: no such key; did you mean workload.group_size? {PLUS}"),
-        (["render", "framework=verl", "+emulator.logprob_passes_by_framework.verl=2", "--out", "out"],
-         "+emulator.logprob_passes_by_framework.verl=2: '+' adds keys only under framework.native "
-         "(framework-native passthrough); set emulator.logprob_passes_by_framework as a whole instead, "
-         "e.g. 'emulator.logprob_passes_by_framework={...}'"),
+        (["render", "framework=verl", "emulator.logprob_passes_by_framework.verl=2", "--out", "out"],
+         "emulator.logprob_passes_by_framework.verl: no such entry yet; add it with "
+         "+emulator.logprob_passes_by_framework.verl=VALUE (one '+' per entry)"),
+        (["render", "framework=verl", "emulator.logprob_passes_by_framework={verl: 2}", "--out", "out"],
+         "emulator.logprob_passes_by_framework.verl: no such entry yet; add it with "
+         "+emulator.logprob_passes_by_framework.verl=VALUE (one '+' per entry)"),
         (["validate", "experiment=smoke", "experiment.placement=colo"],
          "experiment.placement: Invalid value 'colo', expected one of [colocated, disaggregated]"),
         (["validate", "experiment=smoke", "mode=natve"], None),  # a value, not a key: validate names it
@@ -109,6 +111,13 @@ def test_plus_is_accepted_under_framework_native(tmp_path: Path):
     assert res.returncode == 0, res.stderr
     overrides = (tmp_path / "out" / "launch" / "overrides.txt").read_text().splitlines()
     assert overrides[-1] == "trainer.balance_batch=False"
+
+
+def test_plus_adds_an_entry_to_a_dict_field():
+    from bench.config import compose
+
+    cfg = compose(["experiment=smoke", "+emulator.logprob_passes_by_framework.verl=2"])
+    assert dict(cfg.emulator.logprob_passes_by_framework) == {"prime_rl": 0, "verl": 2}
 
 
 # -- bench emulate runs validate's pre-flight checks, and never overwrites a run -------------------
