@@ -40,7 +40,7 @@ import pandas as pd
 
 from bench.reproduce.spec import Case, Context, Figure, NotReproducible, Outcome, SpecError, import_dep
 
-# phase -> the steps.parquet column it is (tokens_per_s_per_gpu is computed from three)
+# phases a figure may take: steps.parquet columns (s), and tokens_per_s_per_gpu computed from three
 PHASES = ("gen_s", "wait_s", "logprob_s", "compute_s", "sync_s", "step_s", "tokens_per_s_per_gpu")
 # synchronous-row phase -> the emulator input fitted to it (in fitting order)
 FITTED = {
@@ -71,6 +71,7 @@ class SyncFit:
         return [f"{k}={_fmt(v)}" for k, v in self.values.items() if keys is None or k in keys]
 
     def describe(self) -> str:
+        """Each fitted input with the phase it was fitted to, emulated vs published (for notes)."""
         parts = []
         for phase in FITTED:
             if phase in self.published:
@@ -163,7 +164,11 @@ def fit_sync(
         )
     cfg = _compose(overrides)
     em = cfg.emulator
-    values: dict[str, float] = {}
+    if "logprob_s" in published and cfg.framework.name in em.logprob_passes_by_framework:
+        raise SpecError(
+            f"emulator.logprob_passes_by_framework.{cfg.framework.name} overrides the logprob_passes the "
+            "fit would set: fit old_log_prob under a framework without one"
+        )
     opt = float(em.optimizer_s)
     if "compute_s" in published and published["compute_s"] <= opt:
         raise NotReproducible(
@@ -193,13 +198,17 @@ def fit_sync(
 
 
 def _converged(got: dict[str, float], published: dict[str, float], values: dict[str, float]) -> bool:
-    """Every continuous phase within TOLERANCE (log-probs are whole passes: not a criterion; a step
-    longer than published with no fixed sync left cannot come closer)."""
-    floor = values.get(FITTED["step_s"]) == 0.0 and got["step_s"] > published.get("step_s", 0)
+    """Every continuous phase within TOLERANCE (log-probs are whole passes: not a criterion). A
+    phase whose input sits at its bound (no fixed sync left, decode at the full roofline) and is
+    still too slow cannot come closer: it is left as it is (the fit's notes say so)."""
+    at_bound = {
+        "step_s": values.get(FITTED["step_s"]) == 0.0 or values.get(FITTED["gen_s"]) == 1.0,
+        "gen_s": values.get(FITTED["gen_s"]) == 1.0,
+    }
     return all(
-        abs(got[p] / v - 1) <= TOLERANCE
+        abs(got[p] / v - 1) <= TOLERANCE or (at_bound.get(p, False) and got[p] > v)
         for p, v in published.items()
-        if p != "logprob_s" and not (p == "step_s" and floor)
+        if p != "logprob_s"
     )
 
 
@@ -217,16 +226,19 @@ def _update(
     if "logprob_s" in published:
         one_pass = (published["compute_s"] - opt) / 3.0  # at the fitted rate
         values["emulator.logprob_passes"] = float(max(int(round(published["logprob_s"] / one_pass)), 0))
-    if "gen_s" in published and got["gen_s"] > 0:
-        values["emulator.decode_bw_eff"] = min(
-            values["emulator.decode_bw_eff"] * got["gen_s"] / published["gen_s"], 1.0
-        )
+    target = published.get("gen_s")
     if "step_s" in published and step_input == FITTED["gen_s"]:  # generation is the rest of the step
-        rest = published["step_s"] - (got["step_s"] - got["gen_s"])
-        if rest <= 0:
+        target = published["step_s"] - (got["step_s"] - got["gen_s"])
+        if target <= 0:
             raise NotReproducible(f"the step ({published['step_s']} s) leaves no time for generation")
-        values[step_input] = min(values[step_input] * got["gen_s"] / rest, 1.0)
-    elif "step_s" in published:
+    if target is not None and got["gen_s"] > 0:
+        eff = values["emulator.decode_bw_eff"] * got["gen_s"] / target
+        if eff >= 1.0:
+            msg = "generation is slower than the full-bandwidth roofline: decode_bw_eff held at 1"
+            if msg not in notes:
+                notes.append(msg)
+        values["emulator.decode_bw_eff"] = min(eff, 1.0)
+    if "step_s" in published and step_input == FITTED["step_s"]:
         fixed = values["emulator.weight_sync_fixed_s"] + published["step_s"] - got["step_s"]
         if fixed < 0:
             msg = "the step is shorter than its emulated phases: weight_sync_fixed_s held at 0"

@@ -234,3 +234,13 @@ def test_schema_errors_name_file_and_key(tmp_path: Path, figures: str, message: 
     assert re.search(message, row.note), row.note
     with pytest.raises(SpecError, match=message):
         phases.compute(case, case.figures[0], Context(tmp_path, tmp_path))
+
+
+def test_an_input_at_its_bound_stops_the_fit_with_a_note():
+    """A step shorter than its emulated phases leaves no fixed sync: held at 0 and said, not iterated
+    30 times (verl fully_async's 64-GPU sync row: 2 log-prob passes make its phases 372 > 365.28 s)."""
+    base = ["experiment=verl_one_step_off_phases_h20", "framework=verl"]
+    fit = phases.fit_sync(base, {"compute_s": 286.0, "step_s": 300.0}, 1)
+    assert fit.values["emulator.weight_sync_fixed_s"] == 0.0
+    assert fit.emulated["compute_s"] == pytest.approx(286.0, rel=phases.TOLERANCE)
+    assert fit.notes == ["the step is shorter than its emulated phases: weight_sync_fixed_s held at 0"]
