@@ -250,7 +250,7 @@ def _update(
 # ---- the rows ----------------------------------------------------------------------------------
 
 
-def _row_means(overrides: list[str], ctx: Context, skip: int) -> dict[str, float]:
+def _row_means(overrides: list[str], ctx: Context, skip: int) -> tuple[dict[str, float], Path]:
     """Phase means of one emulated row, written as a run directory under ctx.work_dir/phases (so
     the number traces back to its trace/steps.parquet); once per session."""
     key = ("phases-row", tuple(overrides), skip)
@@ -298,8 +298,10 @@ def sync_fit(case: Case, fig: Figure, ctx: Context) -> SyncFit:
     if isinstance(skip, bool) or not isinstance(skip, int) or skip < 0:
         raise SpecError(f"{where}.calibrate_on: key 'skip' is {skip!r}; expected a whole number of steps")
     key = ("phases-fit", tuple(cal["overrides"]), tuple(sorted(published.items())), skip, cal.get("step_by"))
+    step_by = str(cal.get("step_by", FITTED["step_s"]))
+    if step_by not in STEP_INPUTS:
+        raise SpecError(f"{where}.calibrate_on: step_by={step_by!r}; expected one of {STEP_INPUTS}")
     if key not in ctx.cache:
-        step_by = str(cal.get("step_by", FITTED["step_s"]))
         ctx.cache[key] = fit_sync([str(o) for o in cal["overrides"]], published, skip, step_by)
     return ctx.cache[key]
 

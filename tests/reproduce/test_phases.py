@@ -223,6 +223,11 @@ CAL = "calibrate_on: {overrides: [experiment=smoke], fit: {compute_s: a}}"
             f"  - {{id: a, figure: f, published: 1, calibrated: x, compute: {{source: phases, phase: compute_s, skip: -1, {CAL}}}}}\n",
             r"bad\.yaml: figure 'a': compute: key 'skip' is -1",
         ),
+        (
+            "  - {id: a, figure: f, published: 1, calibrated: x, compute: {source: phases, phase: step_s, "
+            "calibrate_on: {overrides: [experiment=smoke], fit: {step_s: a}, step_by: emulator.trainer_mfu}}}\n",
+            r"bad\.yaml: figure 'a': compute\.calibrate_on: step_by='emulator\.trainer_mfu'; expected one of",
+        ),
     ],
 )
 def test_schema_errors_name_file_and_key(tmp_path: Path, figures: str, message: str):
