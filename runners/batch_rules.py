@@ -24,8 +24,8 @@ def mini_batch_dp_problem(cfg: Any) -> str | None:
     w, e = cfg.workload, cfg.experiment
     dp, t = trainer_dp(cfg), e.trainer
     mb = int(w.mini_batches_per_step)
-    if dp is None or mb < 1:
-        return None
+    if dp is None or mb < 1 or int(w.prompts_per_step) % mb:
+        return None  # mini-batches of partial groups: validate names mini_batches_per_step itself
     per_mb = int(w.prompts_per_step) * int(w.group_size) // mb
     if per_mb % dp == 0:
         return None
