@@ -331,6 +331,11 @@ def summary_lines(cfg: Any, s: Resolved) -> list[str]:
         f"{s.engine_weight_bytes / GB:.1f} GB, KV {s.kv_tokens_per_engine / 1e3:.0f}K tokens "
         f"({s.kv_bytes_per_token / 1e3:.0f} KB/token), concurrency ceiling {s.concurrency_ceiling:.0f} "
         f"rollouts/engine at {s.mean_seq_tokens:.0f} tokens mean",
+    ] + [
+        f"  teacher {t.model} ({t.weights}), {t.placement}: {t.engines} engines x {t.engine_gpus} GPU"
+        f"{f' on {t.gpus} own GPUs' if t.gpus else ' on the generator GPUs'}, scores "
+        f"{', '.join(t.domains) if t.domains else 'every domain'}; job total {s.total_gpus} GPUs"
+        for t in s.teachers
     ]
 
 

@@ -322,6 +322,17 @@ def test_gpu_hours_include_the_teacher_gpus(tmp_path):
     assert metrics["gpu_hours"] == pytest.approx(manifest["wall_s"] * 2 / 3600.0)
 
 
+def test_validate_summary_shows_each_teacher_and_the_job_total():
+    from bench.validate import summary_lines
+
+    cfg = compose(OPD)
+    lines = summary_lines(cfg, Resolved.from_config(cfg))
+    assert lines[-1] == (
+        "  teacher qwen3_0_6b (PrimeIntellect/Qwen3-0.6B-Reverse-Text-RL), dedicated: 1 engines x 1 GPU on 1 own "
+        "GPUs, scores every domain; job total 2 GPUs"
+    )
+
+
 if __name__ == "__main__":  # re-pin NO_TEACHER_SHA256 (print the current hashes)
     for name, overrides in sorted(NO_TEACHER_RUNS.items()):
         print(f'    "{name}": "{trace_sha256(overrides)}",')
