@@ -30,7 +30,7 @@ import tomli_w
 
 from runners import data_paths, prime_rl_logs
 from runners.base import NOT_INSTALLED, Build, Launch, ParseResult, Runner, enum_value
-from runners.prime_rl_job import UV, Layout, job_name, layout, processes, render_sbatch
+from runners.prime_rl_job import UV, Layout, deployment, job_name, layout, processes, render_sbatch
 from runners.schemas.prime_rl import check_keys, is_array_of_tables, load_schema
 
 # version -> workload concept -> dotted path in rl.toml (None: the version has no such knob)
@@ -70,6 +70,8 @@ KEYS: dict[str, dict[str, str | None]] = {
         "num_train_nodes": "deployment.num_train_nodes",
         "num_infer_nodes": "deployment.num_infer_nodes",
         "num_infer_replicas": "deployment.num_infer_replicas",
+        "num_train_gpus": "deployment.num_train_gpus",  # single_node deployment
+        "num_infer_gpus": "deployment.num_infer_gpus",
         "file_monitor": "file_monitor",
         "trainer_wandb": "trainer.wandb",
         "orchestrator_wandb": "orchestrator.wandb",
@@ -189,21 +191,19 @@ def rl_config(cfg: Any, version: str) -> tuple[dict[str, Any], list[str]]:
     put("infer_seed", int(ex.seed))
     put("vllm_extra", {"max_num_seqs": int(ex.generator.max_concurrency)})
     put("weight_broadcast", _weight_broadcast(cfg))
-    put("deployment", "multi_node")
-    put("gpus_per_node", lay.gpus_per_node)
-    put("num_train_nodes", lay.train_nodes)
-    put("num_infer_nodes", lay.infer_nodes_per_replica)
-    put("num_infer_replicas", lay.infer_replicas)
+    for concept, value in deployment(lay).items():
+        put(concept, value)
     put("file_monitor", {})
     wandb = {"project": WANDB_PROJECT, "name": f"{ex.name}-prime_rl", "offline": True}
     put("trainer_wandb", dict(wandb))
     put("orchestrator_wandb", dict(wandb))
-    put("slurm_job_name", job_name(cfg))
-    if cfg.cluster.partition:
-        put("slurm_partition", str(cfg.cluster.partition))
-    if cfg.cluster.account:
-        put("slurm_account", str(cfg.cluster.account))
-    put("slurm_time", f"{int(cfg.cluster.time_min) // 60:02d}:{int(cfg.cluster.time_min) % 60:02d}:00")
+    if not lay.single_node:  # with [slurm], a single-node `rl` submits its own sbatch (rl.py rl_slurm)
+        put("slurm_job_name", job_name(cfg))  # instead of writing the per-role configs job.sbatch runs
+        if cfg.cluster.partition:
+            put("slurm_partition", str(cfg.cluster.partition))
+        if cfg.cluster.account:
+            put("slurm_account", str(cfg.cluster.account))
+        put("slurm_time", f"{int(cfg.cluster.time_min) // 60:02d}:{int(cfg.cluster.time_min) % 60:02d}:00")
     return doc, translation_notes(cfg, version, lay)
 
 

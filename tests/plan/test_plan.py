@@ -186,3 +186,19 @@ def test_useful_cost_pays_for_trained_zero_advantage_groups_only():
     assert plan.useful_cost(4.0, 0.2, filtering) == 4.0  # dropped before training: never paid for
     assert plan.useful_cost(None, 0.2, trained_all) is None
     assert plan.useful_cost(4.0, None, trained_all) is None
+
+
+def test_from_a_prime_rl_run_plans_splits_within_one_node(tmp_path, capsys):
+    """prime-rl's opd-benchmark run (1 trainer + 1 inference GPU on one node): its single_node
+    deployment makes every split of 4 GPUs legal (no whole-node rule within one node, no batch
+    divisibility: prime-rl pads its micro-batches to the DP size)."""
+    from tests.calibrate.test_calibrate import parsed_run
+    from tests.calibrate.test_predict import SETUP
+
+    run = parsed_run(tmp_path / "run", "prime", "prime_rl")
+    setup = [s for s in SETUP if not s.startswith("experiment.placement=")]
+    args = ["--from", str(run), *setup, "experiment.placement=disaggregated", "gpus=4", "seeds=2"]
+    d = _plan_json(args, tmp_path / "p", capsys)
+    assert sorted((p["trainer_gpus"], p["generator_gpus"]) for p in d["points"]) == [(1, 3), (2, 2), (3, 1)]
+    assert d["source"].startswith(f"--from {run} (prime_rl run, calibration fitted now")
+    assert d["recommended"]["trainer_gpus"] + d["recommended"]["generator_gpus"] == 4
