@@ -28,9 +28,18 @@ from typing import Any
 
 import tomli_w
 
-from runners import data_paths, prime_rl_logs
+from runners import data_paths, opd, prime_rl_logs
 from runners.base import NOT_INSTALLED, Build, Launch, ParseResult, Runner, enum_value
-from runners.prime_rl_job import UV, Layout, deployment, job_name, layout, processes, render_sbatch
+from runners.prime_rl_job import (
+    TEACHER_PORT,
+    UV,
+    Layout,
+    deployment,
+    job_name,
+    layout,
+    processes,
+    render_sbatch,
+)
 from runners.schemas.prime_rl import check_keys, is_array_of_tables, load_schema
 
 # version -> workload concept -> dotted path in rl.toml (None: the version has no such knob)
@@ -49,6 +58,7 @@ KEYS: dict[str, dict[str, str | None]] = {
         "pre_batch_filters": "orchestrator.pre_batch_filters",
         "post_batch_filters": "orchestrator.post_batch_filters",
         "algo": "orchestrator.algo.type",
+        "teacher": "orchestrator.algo.teacher",  # OPDAlgoConfig.teacher: a FrozenModelConfig
         "renderer": "orchestrator.renderer.name",
         "lr": "trainer.optim.lr",
         "optimizer": "trainer.optim.type",
@@ -168,7 +178,14 @@ def rl_config(cfg: Any, version: str) -> tuple[dict[str, Any], list[str]]:
         [*monitor_only, {"type": "zero_advantage", "enforce": bool(ex.filter_zero_advantage)}],
     )
     put("post_batch_filters", [*monitor_only, {"type": "zero_advantage", "enforce": False}])
-    put("algo", "grpo")
+    put("algo", enum_value(w.algorithm) if opd.is_opd(cfg) else "grpo")
+    if opd.is_opd(cfg):
+        # the frozen teacher (configs/algorithm.py FrozenModelConfig: name + an explicit base_url);
+        # the orchestrator's argv points base_url at the teacher's servers (prime_rl_job.teacher_urls)
+        put(
+            "teacher",
+            {"name": opd.weights(opd.teacher(cfg)), "base_url": [f"http://localhost:{TEACHER_PORT}/v1"]},
+        )
     renderer = dict(cfg.framework.native or {}).get("renderer") or next(
         (r for prefix, r in RENDERERS if str(cfg.model.name).startswith(prefix)), None
     )
@@ -252,8 +269,13 @@ def translation_notes(cfg: Any, version: str, lay: Layout) -> list[str]:
             f"workload.dataset={w.dataset!r} is not passed to prime-rl: taskset "
             f"{dict(spec.get('taskset', {})).get('id')!r} brings its own tasks"
         )
-    if w.kl_coef:
+    if w.kl_coef and not opd.is_opd(cfg):
         notes.append(f"workload.kl_coef={w.kl_coef}: prime-rl has no reference-model KL term; not rendered")
+    if opd.is_opd(cfg):
+        notes.append(
+            "opd: the teacher is served by vLLM processes of this job (prime-rl starts no frozen model); "
+            "rl.toml's teacher base_url is its single-node address, the orchestrator's argv names its nodes"
+        )
     if w.turns_mean > 1:
         notes.append(
             "multi-turn: max_completion_tokens caps each model turn; the all-turn cap "
@@ -269,6 +291,25 @@ def translation_notes(cfg: Any, version: str, lay: Layout) -> list[str]:
             f"{lay.infer_nodes_per_replica} node(s) each, without prefill/decode disaggregation"
         )
     return notes
+
+
+def opd_problems(cfg: Any) -> list[str]:
+    """What prime-rl 0.8.0 cannot do with an on-policy distillation workload (one line each)."""
+    if not opd.is_opd(cfg):
+        return []
+    out, t = opd.routing_problems(cfg, "prime_rl"), opd.teacher(cfg)
+    if float(cfg.workload.kl_coef) != 1.0:
+        out.append(
+            f"workload.kl_coef={cfg.workload.kl_coef} with workload.algorithm=opd: prime-rl 0.8.0's ref_kl loss "
+            "component has a fixed weight (configs/trainer.py); expected 1.0"
+        )
+    gmu = float(cfg.experiment.generator.gpu_memory_utilization)
+    if t is not None and enum_value(t.placement) == "with_generator" and gmu > 0.45:
+        out.append(
+            f"experiment.generator.gpu_memory_utilization={gmu}: a with_generator teacher is a second vLLM server "
+            "on the generator's GPUs with the same share; expected <= 0.45 so both fit"
+        )
+    return out
 
 
 # Run by PRIME_RL_CONFIGS_PYTHON: validate one rl.toml with prime-rl's RLConfig, errors to stderr.
@@ -328,7 +369,8 @@ class PrimeRLRunner(Runner):
             problems.append(f"workload.mini_batches_per_step={w.mini_batches_per_step}: prime-rl takes one "
                             "optimizer step per batch; expected 1")  # fmt: skip
         algo = enum_value(w.algorithm)
-        if algo != "grpo":
+        problems += opd_problems(cfg)
+        if algo not in ("grpo", "opd"):
             problems.append(
                 f"workload.algorithm={algo!r}: prime-rl {v} has GRPO-style advantages only; expected 'grpo'"
             )

@@ -9,10 +9,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from runners.base import Process
+from runners import opd
+from runners.base import Process, enum_value
 from runners.slurm import render_steps_sbatch
 
 ROUTER_PORT, BACKEND_PORT, RDZV_PORT, DP_RPC_PORT = 8000, 8100, 29500, 13345
+TEACHER_PORT = 8300  # first on-policy-distillation teacher server; one port per server on a node
 UV = ["uv", "run", "--no-sync"]
 
 
@@ -27,6 +29,8 @@ class Layout:
     tp: int
     dp: int  # inference.parallel.dp: data-parallel ranks of one replica
     ep: bool
+    teacher_nodes: int = 0  # dedicated on-policy-distillation teacher nodes, after the trainer nodes
+    teacher_tp: int = 0  # GPUs per teacher server (0: no teacher)
     train_gpus: int = 0  # single_node deployment: trainer GPUs, after the inference ones (0: multi-node)
     infer_gpus: int = 0  # single_node deployment: inference GPUs, the node's first
 
@@ -41,7 +45,7 @@ class Layout:
 
     @property
     def nodes(self) -> int:
-        return self.infer_nodes + self.train_nodes
+        return self.infer_nodes + self.train_nodes + self.teacher_nodes
 
     @property
     def dp_local(self) -> int:
@@ -80,7 +84,65 @@ def layout(cfg: Any) -> Layout:
         )
     else:  # MoE with EP across nodes: the replica's ranks form one DP group
         per_replica, replicas = replica_gpus // g, ex.generator_gpus // replica_gpus
-    return Layout(g, ex.trainer_gpus // g, per_replica, replicas, tp, per_replica * g // tp, ep)
+    teacher = opd.teacher(cfg) if opd.is_opd(cfg) else None
+    t_nodes = 0
+    if teacher is not None and enum_value(teacher.placement) == "dedicated":
+        if teacher.gpus <= 0 or teacher.gpus % g or g % teacher.tp:
+            raise ValueError(
+                f"experiment.teachers[].gpus={teacher.gpus} (tp {teacher.tp}): prime-rl's multi-node layout "
+                f"needs whole teacher nodes of {g} GPUs, each a whole number of teacher engines"
+            )
+        t_nodes = teacher.gpus // g
+    t_tp = int(teacher.tp) if teacher is not None else 0
+    return Layout(
+        g, ex.trainer_gpus // g, per_replica, replicas, tp, per_replica * g // tp, ep, t_nodes, t_tp
+    )
+
+
+def teacher_urls(cfg: Any, lay: Layout) -> list[str]:
+    """Base URLs of the teacher's vLLM servers (argv words with ${NODES[i]}), [] without OPD:
+    dedicated: every teacher node, one server per `teacher_tp` GPUs; with_generator: one server
+    on inference node 0, on the GPUs of its first engine(s)."""
+    if not lay.teacher_tp:
+        return []
+    if lay.teacher_nodes:
+        first = lay.infer_nodes + lay.train_nodes
+        return [
+            f"http://${{NODES[{first + n}]}}:{TEACHER_PORT + k}/v1"
+            for n in range(lay.teacher_nodes)
+            for k in range(lay.gpus_per_node // lay.teacher_tp)
+        ]
+    return [f"http://${{NODES[0]}}:{TEACHER_PORT}/v1"]
+
+
+def teacher_processes(cfg: Any, lay: Layout) -> list[Process]:
+    """The teacher's vLLM servers (prime-rl 0.8.0 starts no frozen model itself: its `rl` launcher
+    only checks the endpoint), with the memory share of the generator's engines."""
+    t = opd.teacher(cfg) if opd.is_opd(cfg) else None
+    if t is None:
+        return []
+    w = cfg.workload
+    name, path = opd.weights(t), opd.weights_dir(cfg, t)
+    gmu = float(cfg.experiment.generator.gpu_memory_utilization)
+    procs = []
+    for url in teacher_urls(cfg, lay):
+        node = int(url.split("NODES[")[1].split("]")[0])
+        k = int(url.rsplit(":", 1)[1].split("/")[0]) - TEACHER_PORT
+        gpus = ",".join(str(g) for g in range(k * lay.teacher_tp, (k + 1) * lay.teacher_tp))
+        argv = [*UV, "vllm", "serve", path, "--served-model-name", name, "--host", "0.0.0.0",
+                "--port", str(TEACHER_PORT + k), "--tensor-parallel-size", str(lay.teacher_tp),
+                "--gpu-memory-utilization", str(gmu), "--max-model-len", str(int(w.max_prompt_len + w.max_response_len))]  # fmt: skip
+        procs.append(
+            Process(
+                "teacher",
+                node,
+                argv,
+                {"CUDA_VISIBLE_DEVICES": gpus},
+                ["HF_TOKEN"],
+                log=f"teacher-{node}-{k}.log",
+            )
+        )
+    return procs
 
 
 def job_name(cfg: Any) -> str:
@@ -101,7 +163,14 @@ def single_node_layout(cfg: Any) -> Layout:
             f"experiment.generator.tp={tp}: must divide experiment.generator_gpus={infer} (prime-rl's "
             "single-node deployment runs num_infer_gpus / tp inference ranks)"
         )
-    return Layout(g, 1, 0, 0, tp, infer // tp, int(ex.generator.ep) > 1, train_gpus=train, infer_gpus=infer)
+    teacher = opd.teacher(cfg) if opd.is_opd(cfg) else None
+    if teacher is not None and enum_value(teacher.placement) == "dedicated":
+        raise ValueError(
+            f"experiment.teachers[].placement=dedicated with {train} trainer + {infer} generator GPUs on one "
+            "node: the single-node render places no dedicated teacher; use placement=with_generator or whole nodes"
+        )
+    t_tp = int(teacher.tp) if teacher is not None else 0
+    return Layout(g, 1, 0, 0, tp, infer // tp, int(ex.generator.ep) > 1, 0, t_tp, train, infer)
 
 
 def deployment(lay: Layout) -> dict[str, Any]:
@@ -133,6 +202,7 @@ def single_node_processes(cfg: Any, lay: Layout, source_secrets: list[str]) -> l
         Process("env_server", 0, env_server, {}, env_secrets),
         Process("orchestrator", 0, orchestrator, {}, env_secrets),
         Process("trainer", 0, trainer, {"CUDA_VISIBLE_DEVICES": train}, ["HF_TOKEN"]),
+        *teacher_processes(cfg, lay),
     ]
 
 
@@ -177,6 +247,7 @@ def processes(cfg: Any, lay: Layout, source_secrets: list[str]) -> list[Process]
             argv = [*UV, "vllm-router", "--policy", "consistent_hash", "--host", "0.0.0.0", "--port", str(ROUTER_PORT),
                     "--worker-urls", *engine_urls]  # fmt: skip
             procs.append(Process("router", 0, argv))
+    procs += teacher_processes(cfg, lay)  # up before the orchestrator asks it (wait_for_ready_timeout)
     env_secrets = sorted({"HF_TOKEN", *source_secrets})
     for t in range(lay.train_nodes):
         argv = [*UV, "torchrun", f"--nnodes={lay.train_nodes}", f"--nproc-per-node={lay.gpus_per_node}",
@@ -192,6 +263,8 @@ def processes(cfg: Any, lay: Layout, source_secrets: list[str]) -> list[Process]
             "--model.client.base-url", f"http://${{NODES[0]}}:{ROUTER_PORT}/v1",
             "--model.client.admin-base-url", *[f"{u}/v1" for u in engine_urls],
             "--weight_broadcast.host", "${MASTER_ADDR}", "--rollout_transport.host", "${MASTER_ADDR}"]  # fmt: skip
+    if teacher_urls(cfg, lay):  # the teacher's servers by node (rl.toml holds its single-node address)
+        argv += ["--algo.teacher.base-url", *teacher_urls(cfg, lay)]
     procs.append(Process("orchestrator", orch_node, argv, {}, env_secrets))
     return procs
 

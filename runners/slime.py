@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.trace import read_env_file
-from runners import data_paths, slime_logs
+from runners import data_paths, slime_logs, slime_opd
 from runners.base import NOT_INSTALLED, Build, Launch, ParseResult, Process, Runner, enum_value
 from runners.batch_rules import mini_batch_dp_problem
 from runners.schemas.slime import SCHEMA_FILE, check_values, load_schema, unknown_flags
@@ -188,7 +188,8 @@ def driver_flags(cfg: Any, mode: str) -> list[tuple[str, Any]]:
         ("--hf-checkpoint", hf_ckpt),
         ("--load", load),
     ]
-    if float(w.kl_coef) > 0:
+    ref_kl = float(w.kl_coef) > 0 and algorithm != "opd"  # with opd, kl_coef is the teacher's (--opd-kl-coef)
+    if ref_kl:
         # The reference model is a Megatron torch_dist checkpoint (tools/convert_hf_to_torch_dist.py).
         ref = f"{data_paths.model_dir(cfg)}_torch_dist"
         f.append(("--ref-load", ref))
@@ -197,7 +198,9 @@ def driver_flags(cfg: Any, mode: str) -> list[tuple[str, Any]]:
           ("--input-key", native.get("input_key", "prompt")), ("--label-key", native.get("label_key", "label")),
           ("--apply-chat-template", None), ("--rollout-shuffle", None)]  # fmt: skip
     task = dict((native.get("tasks") or {}).get(w.task) or {})
-    if task.get("rm_type"):
+    if (
+        task.get("rm_type") and slime_opd.teacher_mode(cfg) != "sglang"
+    ):  # the teacher's reward function replaces it
         f.append(("--rm-type", task["rm_type"]))
     for item in task.get("args") or []:  # task harness flags (e.g. the SWE agent's generate function)
         flag, _, value = str(item).partition(" ")
@@ -226,8 +229,9 @@ def driver_flags(cfg: Any, mode: str) -> list[tuple[str, Any]]:
         f += [("--eps-clip", "0.2"), ("--eps-clip-high", "0.28")]
     if not w.std_normalize:
         f.append(("--disable-grpo-std-normalization", None))
-    if float(w.kl_coef) > 0:
+    if ref_kl:
         f += [("--use-kl-loss", None), ("--kl-loss-coef", w.kl_coef), ("--kl-loss-type", "low_var_kl")]
+    f += slime_opd.flags(cfg)
     f += [("--optimizer", "adam"), ("--lr", w.lr), ("--lr-decay-style", "constant"),
           ("--weight-decay", native.get("weight_decay", 0.1)), ("--adam-beta1", "0.9"), ("--adam-beta2", "0.98")]  # fmt: skip
     f += _megatron_flags(exp.trainer) + _sglang_flags(exp.generator)
@@ -357,6 +361,7 @@ class SlimeRunner(Runner):
                 f"model.{key} is unknown for {cfg.model.name}: slime passes it to Megatron; "
                 "add it from the model's config.json to its conf/model YAML"
             )
+        problems += slime_opd.problems(cfg, lay["colocated"])
         if w.task not in (_native(cfg).get("tasks") or {}):
             problems.append(f"workload.task={w.task!r}: no reward/harness mapping in framework.native.tasks")
         if not problems:
@@ -398,7 +403,7 @@ class SlimeRunner(Runner):
             out.append(
                 "generator dp > 1: one SGLang engine with DP attention; prefill/decode disaggregation is not rendered"
             )
-        return out
+        return out + slime_opd.notes(cfg)
 
     def build(self, cfg: Any, mode: str) -> Build:
         """Ray head/workers on every node, then train.py / train_async.py on node 0 (job.sbatch)."""

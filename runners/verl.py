@@ -14,10 +14,11 @@ from typing import Any
 import yaml
 from omegaconf import OmegaConf
 
-from runners import data_paths
+from runners import data_paths, opd
 from runners.base import NOT_INSTALLED, Build, Launch, ParseResult, Process, Runner, enum_value
 from runners.batch_rules import mini_batch_dp_problem
 from runners.slurm import ray_processes, render_sbatch
+from runners.verl_opd import distillation_overrides, opd_problems
 
 # Accepted log formats per verl version: what runners/verl_logs.py reads (detected by content).
 PARSER_FORMATS: list[dict[str, str]] = [
@@ -59,18 +60,28 @@ def _pool(gpus: int, gpus_per_node: int, what: str) -> tuple[int, int]:
 
 
 def layout(cfg: Any, mode: str) -> dict[str, int]:
-    """GPU split: trainer and rollout pools (nnodes, GPUs per node) and the job's node count."""
+    """GPU split: trainer, rollout and teacher pools (nnodes, GPUs per node) and the job's nodes."""
     gpn = int(cfg.cluster.gpus_per_node)
     exp = cfg.experiment
     t_nodes, t_gpn = _pool(int(exp.trainer_gpus), gpn, "experiment.trainer_gpus")
     out = {"trainer_nnodes": t_nodes, "trainer_gpus_per_node": t_gpn, "gpus_per_node": gpn}
+    # on-policy distillation: verl's teacher_pool, its own GPUs (distillation.nnodes x n_gpus_per_node)
+    teacher = opd.teacher(cfg) if opd.is_opd(cfg) else None
+    teacher_gpus = int(teacher.gpus) if teacher is not None else 0
+    d_nodes, d_gpn = _pool(teacher_gpus, gpn, "experiment.teachers[].gpus") if teacher_gpus else (0, 0)
+    if teacher_gpus:
+        out.update(teacher_nnodes=d_nodes, teacher_gpus_per_node=d_gpn)
     if mode in COLOCATED_MODES:
-        out.update(rollout_nnodes=0, rollout_gpus_per_node=0, nodes=t_nodes)
-        return out
-    r_nodes, r_gpn = _pool(int(exp.generator_gpus), gpn, "experiment.generator_gpus")
-    # Both pools on one node when they fit (verl's one_step_off 2+6 example); otherwise node-disjoint.
-    fits = int(exp.trainer_gpus) + int(exp.generator_gpus) <= gpn
-    out.update(rollout_nnodes=r_nodes, rollout_gpus_per_node=r_gpn, nodes=1 if fits else t_nodes + r_nodes)
+        r_nodes = r_gpn = r_gpus = 0
+    else:
+        r_gpus = int(exp.generator_gpus)
+        r_nodes, r_gpn = _pool(r_gpus, gpn, "experiment.generator_gpus")
+    # Every pool on one node when they fit (verl's one_step_off 2+6 example, the opd-benchmark's
+    # 1 + 1 teacher); otherwise node-disjoint.
+    fits = int(exp.trainer_gpus) + r_gpus + teacher_gpus <= gpn
+    out.update(
+        rollout_nnodes=r_nodes, rollout_gpus_per_node=r_gpn, nodes=1 if fits else t_nodes + r_nodes + d_nodes
+    )
     return out
 
 
@@ -123,10 +134,12 @@ def translate(cfg: Any, mode: str) -> tuple[list[str], list[str]]:
         "actor_rollout_ref.actor.ppo_epochs=1",
         "actor_rollout_ref.actor.use_dynamic_bsz=True",
         f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={tok}",
-        f"actor_rollout_ref.actor.use_kl_loss={_b(float(wl.kl_coef) > 0)}",
+        # with opd, kl_coef is the teacher's reverse KL (distillation.*), not a reference-model KL loss
+        f"actor_rollout_ref.actor.use_kl_loss={_b(float(wl.kl_coef) > 0 and algo != 'opd')}",
     ]
-    if float(wl.kl_coef) > 0:
+    if float(wl.kl_coef) > 0 and algo != "opd":
         o.append(f"actor_rollout_ref.actor.kl_loss_coef={float(wl.kl_coef)}")
+    o += distillation_overrides(cfg, lay)
     if algo == "gspo":
         o += [
             "actor_rollout_ref.actor.policy_loss.loss_mode=gspo",
@@ -303,7 +316,7 @@ class VerlRunner(Runner):
                 f"prompts_per_step x group_size = {samples} samples is not divisible by experiment.trainer_gpus="
                 f"{cfg.experiment.trainer_gpus} (verl's FSDP data split)"
             )
-        return problems
+        return problems + opd_problems(cfg, mode)
 
     def build(self, cfg: Any, mode: str) -> Build:
         """Overrides, Ray head/workers + driver argv, and job.sbatch for cfg (see translate)."""
