@@ -184,7 +184,10 @@ def rl_config(cfg: Any, version: str) -> tuple[dict[str, Any], list[str]]:
         # the orchestrator's argv points base_url at the teacher's servers (prime_rl_job.teacher_urls)
         put(
             "teacher",
-            {"name": opd.weights(opd.teacher(cfg)), "base_url": [f"http://localhost:{TEACHER_PORT}/v1"]},
+            {
+                "name": opd.weights_dir(cfg, opd.teacher(cfg)),
+                "base_url": [f"http://localhost:{TEACHER_PORT}/v1"],
+            },
         )
     renderer = dict(cfg.framework.native or {}).get("renderer") or next(
         (r for prefix, r in RENDERERS if str(cfg.model.name).startswith(prefix)), None

@@ -14,7 +14,7 @@ from runners.base import Process, enum_value
 from runners.slurm import render_steps_sbatch
 
 ROUTER_PORT, BACKEND_PORT, RDZV_PORT, DP_RPC_PORT = 8000, 8100, 29500, 13345
-TEACHER_PORT = 8300  # first on-policy-distillation teacher server; one port per server on a node
+TEACHER_PORT = 8001  # first OPD teacher server (prime-rl's docs/training.md); one port per server on a node
 UV = ["uv", "run", "--no-sync"]
 
 
@@ -116,22 +116,24 @@ def teacher_urls(cfg: Any, lay: Layout) -> list[str]:
 
 
 def teacher_processes(cfg: Any, lay: Layout) -> list[Process]:
-    """The teacher's vLLM servers (prime-rl 0.8.0 starts no frozen model itself: its `rl` launcher
-    only checks the endpoint), with the memory share of the generator's engines."""
+    """The teacher's servers, started as prime-rl's docs/training.md starts a frozen model (`uv run
+    inference --model.name <teacher> --server.port 8001`: prime-rl 0.8.0's `rl` launcher starts none,
+    it only checks the endpoint), with the memory share of the generator's engines. The served
+    model name is the weights path, rl.toml's teacher name."""
     t = opd.teacher(cfg) if opd.is_opd(cfg) else None
     if t is None:
         return []
     w = cfg.workload
-    name, path = opd.weights(t), opd.weights_dir(cfg, t)
+    path = opd.weights_dir(cfg, t)
     gmu = float(cfg.experiment.generator.gpu_memory_utilization)
     procs = []
     for url in teacher_urls(cfg, lay):
         node = int(url.split("NODES[")[1].split("]")[0])
         k = int(url.rsplit(":", 1)[1].split("/")[0]) - TEACHER_PORT
         gpus = ",".join(str(g) for g in range(k * lay.teacher_tp, (k + 1) * lay.teacher_tp))
-        argv = [*UV, "vllm", "serve", path, "--served-model-name", name, "--host", "0.0.0.0",
-                "--port", str(TEACHER_PORT + k), "--tensor-parallel-size", str(lay.teacher_tp),
-                "--gpu-memory-utilization", str(gmu), "--max-model-len", str(int(w.max_prompt_len + w.max_response_len))]  # fmt: skip
+        argv = [*UV, "inference", "--model.name", path, "--model.max-model-len", str(int(w.max_prompt_len + w.max_response_len)),
+                "--server.host", "0.0.0.0", "--server.port", str(TEACHER_PORT + k), "--parallel.tp", str(lay.teacher_tp),
+                "--gpu-memory-utilization", str(gmu)]  # fmt: skip
         procs.append(
             Process(
                 "teacher",

@@ -23,7 +23,10 @@ from runners.verl import layout as verl_layout
 
 GOLDEN = Path(__file__).parent / "golden" / "opd"
 SITE = ["cluster.model_root=/shared/models", "cluster.data_root=/shared/data"]
-TEACHER_URL = "http://127.0.0.1:13141/generate"  # Miles' --rm-url in the opd-benchmark
+TEACHER_URL = "http://127.0.0.1:13141/generate"
+TEACHER_DIR = (
+    "/shared/models/PrimeIntellect/Qwen3-0.6B-Reverse-Text-RL"  # Miles' --rm-url in the opd-benchmark
+)
 # Each framework as the opd-benchmark ran it (conf/experiment/opd_2xh100.yaml's header): verl as the
 # experiment is; slime with Miles' external SGLang teacher and the task's reward left to the teacher;
 # prime-rl disaggregated on 1-GPU nodes with the teacher beside inference, its reverse-text taskset.
@@ -144,7 +147,13 @@ def test_prime_rl_teacher_server_shares_the_first_inference_gpu():
     assert teacher[0].env == inference[0].env == {"CUDA_VISIBLE_DEVICES": "0"}
     assert teacher[0].argv[teacher[0].argv.index("--gpu-memory-utilization") + 1] == "0.4"
     orch = next(p for p in launch.processes if p.role == "orchestrator")
-    assert orch.argv[-2:] == ["--algo.teacher.base-url", "http://${NODES[0]}:8300/v1"]
+    assert orch.argv[-2:] == ["--algo.teacher.base-url", "http://${NODES[0]}:8001/v1"]
+    # served as prime-rl's docs start a frozen model; its name is rl.toml's teacher name
+    assert teacher[0].argv[:6] == ["uv", "run", "--no-sync", "inference", "--model.name", TEACHER_DIR]
+    assert tomllib.loads(launch.files["rl.toml"])["orchestrator"]["algo"]["teacher"] == {
+        "name": TEACHER_DIR,
+        "base_url": ["http://localhost:8001/v1"],  # prime-rl's single-node address; argv names the node
+    }
 
 
 def test_dedicated_teachers_get_their_own_nodes_or_pool():
