@@ -31,6 +31,7 @@ over its step time and every GPU of the job, NeMo-RL's "Tokens / sec / GPU").
 from __future__ import annotations
 
 import hashlib
+import math
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,10 +192,20 @@ def fit_sync(
         # the pass count is set from the published figures on the first update, then stays
         if i > 0 and _converged(got, published, values):
             break
-        _update(values, got, published, opt, notes, step_input)
+        _update(values, got, published, opt, step_input)
     else:
         notes.append(f"the fit did not converge in {MAX_ITER} emulations")
-    return SyncFit(values, got, published, notes, step_input)
+    return SyncFit(values, got, published, _bound_notes(values, got, published) + notes, step_input)
+
+
+def _bound_notes(values: dict[str, float], got: dict[str, float], published: dict[str, float]) -> list[str]:
+    """What the final fit could not reach because an input sits at its bound."""
+    notes = []
+    if values.get(FITTED["gen_s"]) == 1.0 and got["gen_s"] > published.get("gen_s", 0.0):
+        notes.append("generation is slower than the full-bandwidth roofline: decode_bw_eff held at 1")
+    if values.get(FITTED["step_s"]) == 0.0 and got["step_s"] > published.get("step_s", math.inf):
+        notes.append("the step is shorter than its emulated phases: weight_sync_fixed_s held at 0")
+    return notes
 
 
 def _converged(got: dict[str, float], published: dict[str, float], values: dict[str, float]) -> bool:
@@ -217,7 +228,6 @@ def _update(
     got: dict[str, float],
     published: dict[str, float],
     opt: float,
-    notes: list[str],
     step_input: str,
 ) -> None:
     """One fitting step on every input whose phase is off (see the module docstring)."""
@@ -233,17 +243,9 @@ def _update(
             raise NotReproducible(f"the step ({published['step_s']} s) leaves no time for generation")
     if target is not None and got["gen_s"] > 0:
         eff = values["emulator.decode_bw_eff"] * got["gen_s"] / target
-        if eff >= 1.0:
-            msg = "generation is slower than the full-bandwidth roofline: decode_bw_eff held at 1"
-            if msg not in notes:
-                notes.append(msg)
         values["emulator.decode_bw_eff"] = min(eff, 1.0)
     if "step_s" in published and step_input == FITTED["step_s"]:
         fixed = values["emulator.weight_sync_fixed_s"] + published["step_s"] - got["step_s"]
-        if fixed < 0:
-            msg = "the step is shorter than its emulated phases: weight_sync_fixed_s held at 0"
-            if msg not in notes:
-                notes.append(msg)
         values["emulator.weight_sync_fixed_s"] = max(fixed, 0.0)
 
 

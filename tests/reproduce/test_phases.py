@@ -154,6 +154,7 @@ def test_fit_reproduces_the_published_sync_row_within_one_percent():
     for phase, published in (("gen_s", 247), ("compute_s", 286), ("step_s", 749)):
         assert fit.emulated[phase] == pytest.approx(published, rel=0.01)
     assert fit.values["emulator.logprob_passes"] == 1
+    assert fit.notes == []  # no input at a bound, converged
     assert fit.emulated["logprob_s"] == pytest.approx((286 - 1.0) / 3, rel=0.01)  # optimizer_s 1 s
     # the async row carries the efficiencies, not the colocated hand-off
     row = phases.row_overrides(case, next(f for f in case.figures if f.id == "fsdp2_async_step"), fit)
