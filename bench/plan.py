@@ -242,9 +242,18 @@ def crossings(pts: pd.DataFrame) -> dict[str, float | None]:
 
 
 def recommend(pts: pd.DataFrame) -> pd.Series | None:
-    """The point with the lowest mean useful $/M among those within the staleness bound."""
+    """The cheapest point within the staleness bound: lowest mean useful $/M. Points whose seed band
+    of useful $/M reaches the cheapest one's are as cheap as the seeds can tell; among those, the
+    least trainer idle wins (the same money, the trainer's GPUs better used), then the lower mean."""
     ok = pts[pts["staleness_ok"] & pts[USEFUL].notna()]
-    return None if ok.empty else ok.loc[ok[USEFUL].idxmin()]
+    if ok.empty:
+        return None
+    best = ok.loc[ok[USEFUL].idxmin()]
+    lo, hi = f"{USEFUL}_min", f"{USEFUL}_max"
+    if lo not in ok or hi not in ok:
+        return best
+    tied = ok[ok[lo] <= best[hi]]
+    return tied.sort_values(["trainer_idle_frac", USEFUL]).iloc[0]
 
 
 def current_point(pts: pd.DataFrame, s: Setup) -> pd.Series | None:
@@ -290,14 +299,14 @@ def sentence(rec: pd.Series | None, cur: pd.Series | None, max_staleness: int, n
     )
 
 
-def split_dict(row: pd.Series | None) -> dict[str, int] | None:
+def split_dict(row: pd.Series | None, teacher_gpus: int) -> dict[str, int] | None:
+    """A point's split; dedicated teacher GPUs are held as the experiment has them (not swept)."""
     if row is None:
         return None
-    # the experiments this plans have no teacher role: 0 GPUs is what they hold, not a default
     return {
         "trainer_gpus": int(row.trainer_gpus),
         "generator_gpus": int(row.generator_gpus),
-        "teacher_gpus": 0,
+        "teacher_gpus": teacher_gpus,
         "staleness_budget": int(row.staleness_budget),
         "oversampling": float(row.oversampling),
     }
@@ -472,16 +481,19 @@ def answer(s: Setup, splits: list[tuple[int, int]], rows: pd.DataFrame) -> Plan:
 
 
 def to_json(p: Plan) -> dict[str, Any]:
+    from bench.resolve import Resolved
+
+    teachers = Resolved.from_config(p.setup.cfg).teacher.gpus  # dedicated teacher GPUs, held fixed
     keep = ["trainer_gpus", "generator_gpus", *KNOBS, "n_runs", "staleness_ok", "met"]
     band = [c for c in p.points.columns if c.removesuffix("_min").removesuffix("_max") in (*KEPT, USEFUL)]
     pts = []
     for _, r in p.points.sort_values([*KNOBS, "generator_gpus"]).iterrows():
         d = {k: (r[k].item() if hasattr(r[k], "item") else r[k]) for k in keep + band}
         d = {k: (None if isinstance(v, float) and v != v else v) for k, v in d.items()}
-        pts.append({**d, "teacher_gpus": 0, "emulated": True})
+        pts.append({**d, "teacher_gpus": teachers, "emulated": True})
     return {
-        "recommended": split_dict(p.recommended),
-        "current": split_dict(p.current),
+        "recommended": split_dict(p.recommended, teachers),
+        "current": split_dict(p.current, teachers),
         "sentence": p.sentence,
         "crossing_generator_gpus": p.crossing,
         "objective": OBJECTIVE,
