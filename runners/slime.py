@@ -362,7 +362,8 @@ class SlimeRunner(Runner):
                 "add it from the model's config.json to its conf/model YAML"
             )
         problems += slime_opd.problems(cfg, lay["colocated"])
-        if w.task not in (_native(cfg).get("tasks") or {}):
+        # an SGLang OPD teacher's reward function is the reward: no task mapping is read
+        if w.task not in (_native(cfg).get("tasks") or {}) and slime_opd.teacher_mode(cfg) != "sglang":
             problems.append(f"workload.task={w.task!r}: no reward/harness mapping in framework.native.tasks")
         if not problems:
             flags = driver_flags(cfg, mode)

@@ -32,7 +32,7 @@ TEACHER_DIR = (
 # prime-rl disaggregated on 1-GPU nodes with the teacher beside inference, its reverse-text taskset.
 RUNS = {
     "verl": [],
-    "slime": [f"+framework.native.opd_teacher_url={TEACHER_URL}", "+framework.native.tasks.reverse_text={}"],
+    "slime": [f"+framework.native.opd_teacher_url={TEACHER_URL}"],
     "prime_rl": [
         "experiment.placement=disaggregated",
         "workload.staleness_budget=1",
@@ -193,9 +193,7 @@ def test_what_each_pinned_framework_cannot_express_is_refused_naming_the_key():
     ]
     one_step = _problems("verl", "framework.mode=one_step_off", "experiment.placement=disaggregated")
     assert any(p.startswith("framework.mode='one_step_off' with workload.algorithm=opd") for p in one_step)
-    no_url = compose(
-        ["experiment=opd_2xh100", *SITE, "+framework.native.tasks.reverse_text={}", "framework=slime"]
-    )
+    no_url = compose(["experiment=opd_2xh100", *SITE, "framework=slime"])
     assert (
         load_runner(no_url.framework)
         .validate(no_url)[0]
@@ -228,7 +226,9 @@ def test_what_each_pinned_framework_cannot_express_is_refused_naming_the_key():
 
 def test_slime_in_process_teacher_when_colocated_on_the_generators_gpus():
     with_gen = "experiment.teachers=[{model:qwen3_0_6b,placement:with_generator,checkpoint:PrimeIntellect/Qwen3-0.6B-Reverse-Text-RL}]"
-    ours = load_runner(_cfg("slime").framework).native_settings(_launch("slime", with_gen))
+    ours = load_runner(_cfg("slime").framework).native_settings(
+        _launch("slime", with_gen, "+framework.native.tasks.reverse_text={}")
+    )
     assert (ours["--opd-type"], ours["--opd-teacher-load"]) == (
         "megatron",
         "/shared/models/PrimeIntellect/Qwen3-0.6B-Reverse-Text-RL_torch_dist",
