@@ -143,3 +143,22 @@ def test_prime_config_names_the_opd_algorithm_and_teacher(tmp_path, opd_results)
         "rl.toml:17",
     )
     assert _line(toml, 17) == 'name = "/root/opd-bench/models/teacher"'
+
+
+def test_slime_in_process_teacher_is_on_the_trainers_gpus(tmp_path, opd_results):
+    """--opd-type megatron (slime v0.3.1 arguments.py): the teacher checkpoint is forwarded in the
+    training actor. Miles' real argument dump with the two lines such a run prints instead."""
+    lines = (opd_results / "miles" / "run.log").read_text().splitlines(keepends=True)
+    assert lines[713].split() == ["opd_teacher_load", "." * 32, "None"]
+    assert lines[717].split() == ["opd_type", "." * 40, "sglang"]
+    lines[713] = lines[713].replace("None", "/ckpt/teacher_torch_dist")
+    lines[717] = lines[717].replace("sglang", "megatron")
+    (tmp_path / "run.log").write_text("".join(lines))
+    facts = slime_config.read(tmp_path)
+    assert (facts["algorithm"].value, facts["algorithm"].source) == ("opd", "run.log:1539")
+    assert facts["teacher.model_path"].value == "/ckpt/teacher_torch_dist"
+    assert facts["teacher.model_path"].source == "run.log:714"
+    # colocated (--colocate): the trainer's GPUs are the generator's
+    assert facts["teacher.placement"].value == "with_generator"
+    assert facts["teacher.placement"].source.startswith("run.log:718 (opd_type megatron")
+    assert "gpus.teacher" not in facts  # no GPUs of its own
