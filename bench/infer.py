@@ -419,10 +419,16 @@ def inferred_from_config(cfg: Any, r: Any = None) -> dict[str, Any]:
         return {"value": v, "source": f"config: {key}"} if v is not None else {"value": None, "source": None}
 
     model, hardware = _conf_name(cfg.model, "model"), _conf_name(cfg.hardware, "hardware")
+    algorithm = str(getattr(cfg.workload.algorithm, "value", cfg.workload.algorithm))
     if r.colocated:
         gpus = {"hybrid": entry("experiment.trainer_gpus")}
     else:
         gpus = {"trainer": entry("experiment.trainer_gpus"), "rollout": entry("experiment.generator_gpus")}
+    if r.teacher.gpus:  # dedicated teacher GPUs: the job holds them too (metrics' GPU hours)
+        gpus["teacher"] = {
+            "value": r.teacher.gpus,
+            "source": "config: experiment.teachers[].gpus (dedicated)",
+        }
     return {
         "model": {"value": model, "name": str(cfg.model.name), "source": "config: model"},
         "model_evidence": f"the suite composed conf/model/{model}.yaml",
@@ -436,4 +442,22 @@ def inferred_from_config(cfg: Any, r: Any = None) -> dict[str, Any]:
         "total_steps": entry("workload.steps"),
         "mode": {"value": r.mode or None, "source": "config: framework.mode as the runner resolves it"},
         "staleness_bound": entry("workload.staleness_budget"),
+        "algorithm": {"value": algorithm, "source": "config: workload.algorithm"},
+        "teacher": _configured_teacher(cfg, r, algorithm),
+    }
+
+
+def _configured_teacher(cfg: Any, r: Any, algorithm: str) -> dict[str, Any]:
+    """The inferred `teacher` of a composed config: the teacher that scores workload.task."""
+    t = next((t for t in r.teachers if t.scores(str(cfg.workload.task))), None)
+    if t is None:
+        return {"value": None, "source": None, "reason": f"algorithm {algorithm} (config) has no teacher"}
+    src = "config: experiment.teachers"
+    return {
+        "model": {"value": t.model, "source": src},
+        "model_path": {"value": t.weights or None, "source": src},
+        "placement": {"value": t.placement, "source": src},
+        "gpus": {"value": t.gpus, "source": src},
+        "gpu_ids": {"value": None, "source": None, "reason": "placed by the framework at run time"},
+        "tp": {"value": t.engine_gpus, "source": src},
     }

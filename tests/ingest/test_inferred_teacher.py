@@ -162,3 +162,23 @@ def test_slime_in_process_teacher_is_on_the_trainers_gpus(tmp_path, opd_results)
     assert facts["teacher.placement"].value == "with_generator"
     assert facts["teacher.placement"].source.startswith("run.log:718 (opd_type megatron")
     assert "gpus.teacher" not in facts  # no GPUs of its own
+
+
+def test_runs_the_suite_launches_name_their_teacher_and_its_gpus():
+    """bench.infer.inferred_from_config: the same algorithm/teacher keys, from the composed config;
+    a dedicated teacher's GPUs are a role of the job (metrics' GPU hours count them)."""
+    from bench.config import compose
+    from bench.infer import inferred_from_config
+
+    inf = inferred_from_config(compose(["experiment=opd_2xh100", "framework=verl"]))
+    assert inf["algorithm"] == {"value": "opd", "source": "config: workload.algorithm"}
+    assert inf["gpus"]["teacher"] == {"value": 1, "source": "config: experiment.teachers[].gpus (dedicated)"}
+    assert {k: inf["teacher"][k]["value"] for k in ("model", "model_path", "placement", "gpus", "tp")} == {
+        "model": "qwen3_0_6b",
+        "model_path": "PrimeIntellect/Qwen3-0.6B-Reverse-Text-RL",
+        "placement": "dedicated",
+        "gpus": 1,
+        "tp": 1,
+    }
+    grpo = inferred_from_config(compose(["experiment=smoke", "framework=verl"]))
+    assert grpo["teacher"]["value"] is None and "teacher" not in grpo["gpus"]
