@@ -10,7 +10,8 @@ Where slime writes it (found by content):
 - an external SGLang server's log (a teacher for on-policy distillation, or a reward model):
   `server_args=ServerArgs(model_path='...', tp_size=1, ..., dp_size=1, ...)`;
 - on-policy distillation: `use_opd`, `opd_type` (sglang: that external teacher; megatron: the
-  teacher checkpoint `opd_teacher_load` inside the training process); else `advantage_estimator`.
+  teacher checkpoint `opd_teacher_load` inside the training process), or (2025-11 to 2026-02)
+  `advantage_estimator on_policy_distillation`; else `advantage_estimator`.
 
 Keys: group size `n_samples_per_prompt`; prompts per step `rollout_batch_size`;
 `rollout_max_prompt_len` / `rollout_max_response_len`; trainer GPUs `actor_num_nodes x
@@ -33,6 +34,7 @@ DUMP = re.compile(r"^-+ arguments -+\s*$(.*?)^-+ end of arguments -+\s*$", re.M 
 ARG_LINE = re.compile(r"^\s*(\w+) \.{2,} (.*?)\s*$", re.M)
 ARGV_LINE = re.compile(r"^.*?\b(?:python3?|torchrun|uv run)\b[^\n]*?\b\w*train\w*\.py (--[^\n]*)$", re.M)
 PARAMS = re.compile(r"number of parameters on \(tensor, pipeline\) model parallel rank \(0, 0\): (\d+)")
+OPD_ESTIMATOR = "on_policy_distillation"  # --advantage-estimator before OPD became --use-opd
 SERVER_ARGS = re.compile(r"server_args=ServerArgs\((.*?)\)\s*$", re.M)
 
 
@@ -142,7 +144,12 @@ def _algorithm(facts: Facts, args: _Args) -> None:
             put(facts, "teacher.model_path", load if isinstance(load, str) else None, load_src)
         return
     est, src = args.get("advantage_estimator")
-    put(facts, "algorithm", est if isinstance(est, str) else None, src)
+    # slime from PR #673 to #1538 (2025-11 .. 2026-02): OPD was an estimator, the teacher an external server
+    put(facts, "algorithm", "opd" if est == OPD_ESTIMATOR else est if isinstance(est, str) else None, src)
+
+
+def _uses_opd(args: _Args) -> bool:
+    return args.get("use_opd")[0] is True or args.get("advantage_estimator")[0] == OPD_ESTIMATOR
 
 
 def _architecture(args: _Args) -> tuple[dict[str, Any], str] | None:
@@ -191,7 +198,7 @@ def _external_server(facts: Facts, args: _Args, log_dir: Path, path: Path, text:
     gpus = (positive_int(kw.get("tp_size")) or 1) * (positive_int(kw.get("pp_size")) or 1)
     if kw.get("enable_dp_attention") != "True":
         gpus *= positive_int(kw.get("dp_size")) or 1
-    teacher = args.get("use_opd")[0] is True
+    teacher = _uses_opd(args)
     src = source(log_dir, path, line)
     put(facts, "gpus.teacher" if teacher else "gpus.reward", gpus, src)
     if teacher:

@@ -182,3 +182,21 @@ def test_runs_the_suite_launches_name_their_teacher_and_its_gpus():
     }
     grpo = inferred_from_config(compose(["experiment=smoke", "framework=verl"]))
     assert grpo["teacher"]["value"] is None and "teacher" not in grpo["gpus"]
+
+
+def test_slime_before_use_opd_named_distillation_as_its_advantage_estimator(tmp_path, opd_results):
+    """slime PR #673 (2025-11) added `--advantage-estimator on_policy_distillation` with the teacher
+    behind --rm-url; PR #1538 made it `--use-opd`. Miles' dump and teacher server, as such a run
+    prints them."""
+    lines = (opd_results / "miles" / "run.log").read_text().splitlines(keepends=True)
+    est = next(i for i, ln in enumerate(lines) if ln.split()[:1] == ["advantage_estimator"])
+    assert lines[est].split()[::2] == ["advantage_estimator", "grpo"]
+    assert lines[1538].split()[::2] == ["use_opd", "True"]
+    lines[est] = lines[est].replace("grpo", "on_policy_distillation")
+    lines[1538] = lines[1538].replace("True", "False")
+    (tmp_path / "run.log").write_text("".join(lines))
+    os.symlink(opd_results / "miles" / "teacher.log", tmp_path / "teacher.log")
+    facts = slime_config.read(tmp_path)
+    assert (facts["algorithm"].value, facts["algorithm"].source) == ("opd", f"run.log:{est + 1}")
+    assert (facts["gpus.teacher"].value, facts["gpus.teacher"].source) == (1, "teacher.log:6")
+    assert "gpus.reward" not in facts
