@@ -309,12 +309,6 @@ def test_the_resolved_gpu_count_of_metrics_includes_the_teacher(tmp_path):
     assert metrics._total_gpus(c) == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bench.infer.inferred_from_config (not this change's file) lists trainer/rollout/hybrid GPUs "
-    "only, and metrics.gpu_hours counts the inferred roles of every run that has them: an emulated or "
-    "launched run's dedicated teacher GPUs are left out until it lists a `teacher` role",
-)
 def test_gpu_hours_include_the_teacher_gpus(tmp_path):
     paths = emulate(compose(OPD), tmp_path / "run")
     manifest = json.loads(paths.manifest.read_text())
