@@ -28,6 +28,7 @@ Fits (steady steps = every step after the first, which holds start-up and compil
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,8 @@ CARRIED = (
     "workload.max_response_len",
     "workload.steps",
     "workload.staleness_budget",
+    "workload.algorithm",
+    "experiment.teachers",
 )
 
 
@@ -134,8 +137,30 @@ def known_setup(manifest: dict[str, Any]) -> dict[str, str]:
         for part in key.split("."):
             node = node.get(part) if isinstance(node, dict) else None
         if node is not None:
-            out[key] = str(node).split(".")[-1] if key == "experiment.placement" else str(node)
+            out[key] = override_value(node)
     return out
+
+
+def override_value(node: Any) -> str:
+    """A manifest config value as a Hydra override value: enums by member name (the manifest holds
+    'Placement.colocated'), lists and dicts as Hydra literals (experiment.teachers), strings with
+    anything but name characters quoted."""
+    if isinstance(node, dict):
+        return (
+            "{"
+            + ",".join(f"{k}:{override_value(v)}" for k, v in node.items() if v not in ("", [], None))
+            + "}"
+        )
+    if isinstance(node, list):
+        return "[" + ",".join(override_value(v) for v in node) + "]"
+    text = str(node)
+    if isinstance(node, str) and text.split(".")[0] in ENUM_REPRS:
+        return text.split(".", 1)[1]
+    return text if not isinstance(node, str) or re.fullmatch(r"[\w./-]+", text) else repr(text)
+
+
+# the enum classes whose members the manifest writes as 'Class.member'
+ENUM_REPRS = ("Placement", "TeacherPlacement", "Algorithm")
 
 
 def compose_setup(

@@ -248,8 +248,11 @@ def fit_decode(cfg: Any, r: Any, steps: pd.DataFrame, resp: list[Fit], rollouts,
     - `decode_step_floor_s` at the configured `decode_bw_eff` instead, when that share would be
       below MIN_DECODE_BW_EFF (a small batch: generation ~ the longest sequence x the per-iteration
       latency, which no bandwidth share describes at other batch sizes).
-    Both by bisection on the sum of modelled against logged gen_s."""
+    Both by bisection on the sum of modelled against logged gen_s; with a teacher, each step's
+    modelled generation ends with one scoring batch of an engine's share of the step's tokens
+    (bench.emulator.scoring), as the emulator's batch fill does."""
     from bench.emulator.costmodel import engine_model
+    from bench.emulator.scoring import teacher_models
 
     engine = replace(engine_model(cfg, r), floor_s=0.0)
     full_bw = engine.gpus * float(cfg.hardware.hbm_tbps) * 1e12
@@ -257,6 +260,7 @@ def fit_decode(cfg: Any, r: Any, steps: pd.DataFrame, resp: list[Fit], rollouts,
     sent = "dispatched_samples" if complete(steps, ["dispatched_samples"]) else "samples"
     sigma = next((f.value for f in resp if f.key.endswith("sigma")), float(cfg.workload.response_len_sigma))
     drift_steps = next(f.value for f in resp if f.key.endswith("drift_steps")) or n_all - 1
+    teacher = next((t for t in teacher_models(cfg, r) if t.scores(str(cfg.workload.task))), None)
     cases = []
     for i in range(1, n_all):
         row = steps.iloc[i]
@@ -265,10 +269,11 @@ def fit_decode(cfg: Any, r: Any, steps: pd.DataFrame, resp: list[Fit], rollouts,
             resp, sigma, n, min(i / max(drift_steps, 1), 1.0), cap, rollouts, int(row.step)
         )
         prompt = float(row.prompt_tokens) / float(row.samples)
-        prefill = float(
-            engine.prefill_s(prompt)
-        )  # the emulator's: one rollout's prefill, a delay before decoding
-        cases.append((lengths, prompt, prefill, float(row.gen_s)))
+        prefill = float(engine.prefill_s(prompt))  # the emulator's: a rollout's prefill, before decoding
+        # a group joins the batch once scored: the step's generation ends with a scoring batch
+        tokens = float(row.prompt_tokens + row.response_tokens) / max(r.engines, 1)
+        score = teacher.batch_s(tokens) if teacher is not None else 0.0
+        cases.append((lengths, prompt, prefill + score, float(row.gen_s)))
     logged = np.array([c[3] for c in cases])
 
     def total(e: Any) -> np.ndarray:
