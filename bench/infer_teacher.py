@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from runners.run_config import Fact, Facts, text_files
+from runners.run_config import Fact, Facts, harness_values
 
 BUSY_MIB = 1024.0  # a GPU with a model loaded holds GBs; an idle one shows a few MiB
 EPOCH_KEYS = ("teacher_ready_epoch", "training_start_epoch", "start_epoch")
@@ -26,21 +26,8 @@ EPOCH_KEYS = ("teacher_ready_epoch", "training_start_epoch", "start_epoch")
 def harness_epochs(log_dir: Path) -> tuple[dict[str, float], str | None]:
     """Unix-second epochs of a wall-time file (`teacher_ready_epoch=1786108955` lines) under
     log_dir, and the file's name relative to it; ({}, None) when there is none."""
-    for path in text_files(log_dir):
-        if path.stat().st_size > 65536 or path.suffix in (".csv", ".parquet", ".jsonl", ".json"):
-            continue
-        vals: dict[str, float] = {}
-        for line in path.read_text(errors="replace").splitlines():
-            key, sep, value = line.partition("=")
-            if sep and key.strip() in EPOCH_KEYS:
-                try:
-                    vals[key.strip()] = float(value)
-                except ValueError:
-                    pass
-        if "teacher_ready_epoch" in vals:
-            rel = path.name if log_dir.is_file() else str(path.relative_to(log_dir))
-            return vals, rel
-    return {}, None
+    vals, rel = harness_values(log_dir, ("teacher_ready_epoch",))
+    return {k: v for k, v in vals.items() if k in EPOCH_KEYS}, rel
 
 
 def _busy_at(rows: list[dict[str, Any]], epoch: float) -> set[int]:

@@ -33,7 +33,7 @@ from bench.errors import EXIT_USAGE, UsageError
 from bench.trace import RunPaths, write_gpu, write_manifest, write_rollouts, write_steps
 from runners import log_end
 from runners.base import ParseResult, load_runner
-from runners.run_config import binary_share, text_files
+from runners.run_config import binary_share, harness_values, text_files
 
 # header name (nvidia-smi's own, or the snake_case a harness wrote) -> GPU_SCHEMA column
 GPU_COLUMNS = {
@@ -53,7 +53,6 @@ SIGNATURES = {
     "slime": (b"MegatronTrainRayActor", b"n_samples_per_prompt ....", b"--rollout-batch-size"),
     "prime_rl": (b"[trainer0]:", b"SUCCESS Step ", b'"progress/rollouts"', b"Starting orchestrator"),
 }
-WALL_KEYS = ("start_epoch", "end_epoch", "wall_seconds", "training_start_epoch", "framework_wall_seconds")
 
 
 def read_gpu_csvs(
@@ -149,27 +148,17 @@ def wall_window(logs: Path, steps: list[dict[str, Any]], info: dict[str, Any]) -
     """The one wall clock every framework's rates use: the harness's start/end epochs when a
     wall-time file (`start_epoch=`, `end_epoch=` lines) is in the logs, else the trace's span from
     the first step's start to the last step's end."""
-    for path in text_files(logs):
-        if path.stat().st_size > 65536 or path.suffix in (".csv", ".parquet", ".jsonl"):
-            continue
-        vals: dict[str, float] = {}
-        for line in path.read_text(errors="replace").splitlines():
-            key, sep, value = line.partition("=")
-            if sep and key.strip() in WALL_KEYS:
-                try:
-                    vals[key.strip()] = float(value)
-                except ValueError:
-                    pass
-        if "start_epoch" in vals and "end_epoch" in vals:
-            return {
-                "window": "harness",
-                "definition": "harness start (before any framework or teacher process) to harness end",
-                "wall_s": vals["end_epoch"] - vals["start_epoch"],
-                "start_epoch_s": vals["start_epoch"],
-                "end_epoch_s": vals["end_epoch"],
-                "framework_start_epoch_s": vals.get("training_start_epoch"),
-                "source": str(path),
-            }
+    vals, rel = harness_values(logs, ("start_epoch", "end_epoch"))
+    if vals:
+        return {
+            "window": "harness",
+            "definition": "harness start (before any framework or teacher process) to harness end",
+            "wall_s": vals["end_epoch"] - vals["start_epoch"],
+            "start_epoch_s": vals["start_epoch"],
+            "end_epoch_s": vals["end_epoch"],
+            "framework_start_epoch_s": vals.get("training_start_epoch"),
+            "source": str(logs if logs.is_file() else logs / rel),
+        }
     starts = [r["t_start_s"] for r in steps if r.get("t_start_s") is not None]
     ends = [r["t_end_s"] for r in steps if r.get("t_end_s") is not None]
     if starts and ends:

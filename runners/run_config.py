@@ -93,6 +93,22 @@ def head_text(path: Path, limit: int = SNIFF_BYTES) -> str:
     return raw.replace(b"\0", b"").replace(b"\r\n", b"\n").decode("utf-8", errors="replace")
 
 
+def harness_values(log_dir: Path, required: tuple[str, ...]) -> tuple[dict[str, float], str | None]:
+    """Numeric `KEY=value` lines of the first small text file under log_dir that holds every
+    `required` key (a harness's wall-time file: start / end / teacher-ready epochs, Unix seconds),
+    and its path relative to log_dir (the file's name when log_dir is the file); ({}, None) when
+    none does. Read with bench.trace.read_env_file, the suite's one reader of such files."""
+    from bench.trace import read_env_file
+
+    for path in text_files(log_dir):
+        if path.stat().st_size > 65536 or path.suffix in (".csv", ".parquet", ".jsonl", ".json"):
+            continue
+        vals = {k: float(v) for k, v in read_env_file(path).items() if isinstance(v, int | float)}
+        if all(k in vals for k in required):
+            return vals, (path.name if log_dir.is_file() else str(path.relative_to(log_dir)))
+    return {}, None
+
+
 def text_files(log_dir: Path) -> list[Path]:
     """Every regular file under log_dir (or log_dir itself), sorted, hidden folders included
     (.hydra holds verl's config). Bulk outputs are left out: per-rollout trace folders (one file
