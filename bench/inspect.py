@@ -11,9 +11,10 @@ One line per check, `ok`, `FAIL` (with its fix) or `skip` (with why), exit 2 if 
   cluster names a container; otherwise the framework's pinned version imports on a compute node
   after the site's setup lines (python3), unless BENCH_DRIVER replaces the framework's driver;
 - storage: data_root, model_root and the results directory are writable from a compute node, with
-  room for what is still missing (the model's BF16 bytes until it is prepared);
+  room for what is still missing (the BF16 bytes of the model and each teacher until prepared);
 - prepared: the dataset's prepared.json has each framework's files and the model is cached with
-  every recorded file (bench prepare);
+  every recorded file (bench prepare); so is each on-policy-distillation teacher's (one line each),
+  and slime's in-process teacher has its torch_dist conversion;
 - rules: the framework rules of `bench validate` (batch divisible by every DP size, GPUs per role,
   memory, ...), called, not copied.
 
@@ -198,21 +199,77 @@ def check_data(fw: str, cfg: Any) -> Check:
     return Check(f"data {fw}", True, f"{len(entry['files'])} file(s), {rows} rows under {record.parent}")
 
 
-def check_model(cfg: Any) -> Check:
-    """Every file of <model>.prepared.json is present with its recorded size."""
-    record, target = data_paths.model_record(cfg), data_paths.model_dir(cfg)
+def check_weights(cfg: Any, weights: str, name: str) -> Check:
+    """Every file of the snapshot's .prepared.json (data_paths.weights_record) is present with its
+    recorded size; `name` is the line's subject (the student's or a teacher's)."""
+    record, target = data_paths.weights_record(cfg, weights), data_paths.weights_dir(cfg, weights)
     fix = f"python -m bench prepare experiment={cfg.experiment.name} cluster={cfg.cluster.name} --only models"
     if not record.is_file():
-        return Check(f"model {cfg.model.name}", False, f"not cached ({record} missing)", fix)
+        return Check(name, False, f"not cached ({record} missing)", fix)
     files = json.loads(record.read_text())["files"]
     bad = [
         f for f, m in files.items() if not (target / f).is_file() or (target / f).stat().st_size != m["size"]
     ]
     if bad:
-        return Check(
-            f"model {cfg.model.name}", False, f"{len(bad)} file(s) missing or of another size ({bad[0]})", fix
+        return Check(name, False, f"{len(bad)} file(s) missing or of another size ({bad[0]})", fix)
+    return Check(name, True, f"{len(files)} files at {target}")
+
+
+def check_model(cfg: Any) -> Check:
+    """The student's (model.name's) prepared snapshot."""
+    return check_weights(cfg, str(cfg.model.name), f"model {cfg.model.name}")
+
+
+def check_teachers(cfgs: dict[str, Any]) -> list[Check]:
+    """One line per on-policy-distillation teacher's weights, where the OPD renders read them: a Hub
+    snapshot prepared like the student's, or a site checkpoint folder given by absolute path; and,
+    for slime's in-process teacher (--opd-type megatron), its torch_dist conversion."""
+    from runners import opd, slime_opd
+
+    first = next(iter(cfgs.values()))
+    out = []
+    for i, t in enumerate(first.experiment.get("teachers") or []):
+        weights, name = opd.weights(t), f"teacher experiment.teachers[{i}] {opd.weights(t) or t.model}"
+        if not weights:
+            out.append(Check(name, False, f"conf/model/{t.model}.yaml has no Hub name to prepare",
+                             "use a conf/model option or set the teacher's checkpoint"))  # fmt: skip
+        elif Path(weights).is_absolute():
+            here = Path(weights).is_dir()
+            out.append(Check(name, here, f"site checkpoint {weights}" + ("" if here else " not found"),
+                             "" if here else "fix experiment.teachers[].checkpoint"))  # fmt: skip
+        else:
+            out.append(check_weights(first, weights, name))
+    if "slime" in cfgs and slime_opd.teacher_mode(cfgs["slime"]) == "megatron":
+        load = slime_opd.teacher_load(cfgs["slime"])
+        fix = f"convert the teacher's snapshot with slime's tools/convert_hf_to_torch_dist.py --save {load}"
+        here = Path(load).is_dir()
+        out.append(
+            Check(
+                "slime --opd-teacher-load", here, load + ("" if here else " not found"), "" if here else fix
+            )
         )
-    return Check(f"model {cfg.model.name}", True, f"{len(files)} files at {target}")
+    return out
+
+
+def uncached_bytes(cfg: Any, checks: list[Check]) -> tuple[int, str]:
+    """(bytes, what) of the BF16 weights model_root still has to take: the student's and each
+    teacher's (conf/model facts) whose weights check did not pass."""
+    from bench.flops import param_counts
+    from bench.resolve import load_model
+    from runners import opd
+
+    failed = {c.name for c in checks if c.ok is False}
+    need, what, seen = 0, [], {str(cfg.model.name)}  # one snapshot per weights, however many name it
+    if f"model {cfg.model.name}" in failed:
+        need, what = int(2 * param_counts(cfg.model)["total"]), [str(cfg.model.name)]
+    for i, t in enumerate(cfg.experiment.get("teachers") or []):
+        conf, weights = load_model(str(t.model)), opd.weights(t)
+        if weights in seen or conf is None or f"teacher experiment.teachers[{i}] {weights}" not in failed:
+            continue
+        seen.add(weights)
+        need += int(2 * param_counts(conf)["total"])
+        what.append(f"teacher {weights}")
+    return need, (", ".join(what) + " in BF16, not yet cached") if what else ""
 
 
 def check_rules(fw: str, cfg: Any, resolved: Any) -> list[Check]:
@@ -338,17 +395,13 @@ def inspect_site(cfgs: dict[str, Any], nodes: dict[str, int]) -> list[Check]:
                 "the image's framework is first run at job start; not pulled here",
             )
         )
-    model = check_model(first)
-    from bench.flops import param_counts
-
-    model_bytes = 0 if model.ok else int(2 * param_counts(first.model)["total"])  # BF16 release
+    weights = [check_model(first), *check_teachers(cfgs)]
+    model_bytes, why = uncached_bytes(first, weights)
     for role, path in roots.items():
-        need_b, why = (
-            (model_bytes, f"{first.model.name} in BF16, not yet cached") if role == "model_root" else (0, "")
-        )
-        checks.append(check_storage(role, path, need_b, why, probe))
+        need_b, role_why = (model_bytes, why) if role == "model_root" else (0, "")
+        checks.append(check_storage(role, path, need_b, role_why, probe))
     checks += [check_data(fw, cfg) for fw, cfg in cfgs.items()]
-    checks.append(model)
+    checks += weights
     for fw, cfg in cfgs.items():
         checks += check_rules(fw, cfg, Resolved.from_config(cfg))
     return checks

@@ -23,6 +23,11 @@ second run with the same source and intact files writes nothing; a file whose ha
 re-made. Model weights (safetensors, tokenizer, config) go to <model_root>/<org>/<name> after a
 disk-space check, with <name>.prepared.json recording the revision and each file's size and
 sha256; a model present with every recorded size is not fetched again (`--verify` re-hashes).
+On-policy-distillation teachers (experiment.teachers) are fetched the same way, each from its
+`checkpoint` when set, else its conf/model entry's name, to the path every runner's OPD render names
+(runners/opd.py); a checkpoint given as an absolute path is the site's own and is only checked.
+slime's in-process teacher (--opd-type megatron) needs a Megatron torch_dist conversion, which needs
+Megatron and a GPU: prepare names the folder and the conversion command, `bench inspect` checks it.
 Secrets are read by the libraries from the environment by name (HF_TOKEN); nothing here writes them.
 """
 
@@ -326,7 +331,7 @@ def check_room(where: Path, need: int, what: str) -> None:
         )
 
 
-def fetch_model(repo: str, target: Path) -> tuple[str, dict[str, dict[str, Any]]]:
+def fetch_model(repo: str, target: Path, key: str = "model.name") -> tuple[str, dict[str, dict[str, Any]]]:
     """(revision, {file: {size, sha256}}) of repo's weights + tokenizer + config, now in target.
 
     Offline (HF_HUB_OFFLINE=1) the files come from the Hub cache snapshot and are copied; online
@@ -351,7 +356,7 @@ def fetch_model(repo: str, target: Path) -> tuple[str, dict[str, dict[str, Any]]
         snapshot_download(repo, revision=info.sha, allow_patterns=MODEL_PATTERNS, local_dir=target)
     except (LocalEntryNotFoundError, HfHubHTTPError) as e:
         raise UsageError(
-            f"model.name={repo}: cannot fetch it from the Hub or its cache ({type(e).__name__}); set HF_TOKEN "
+            f"{key}={repo}: cannot fetch it from the Hub or its cache ({type(e).__name__}); set HF_TOKEN "
             "for a gated model, or run prepare where the Hub is reachable (HF_HUB_OFFLINE unset)"
         ) from None
     files = {s.rfilename: s for s in siblings}
@@ -361,18 +366,19 @@ def fetch_model(repo: str, target: Path) -> tuple[str, dict[str, dict[str, Any]]
     }
 
 
-def prepare_model(cfg: Any, verify: bool) -> list[str]:
-    """model.name's snapshot in <model_root>; lines saying what was done."""
-    repo, target, record_path = str(cfg.model.name), data_paths.model_dir(cfg), data_paths.model_record(cfg)
+def prepare_weights(cfg: Any, repo: str, key: str, label: str, verify: bool) -> list[str]:
+    """The Hub snapshot of `repo` (named by config key `key`) in <model_root>; lines saying what was
+    done, each starting with `label`."""
+    target, record_path = data_paths.weights_dir(cfg, repo), data_paths.weights_record(cfg, repo)
     record = json.loads(record_path.read_text()) if record_path.is_file() else {}
     if model_present(target, record, verify):
         return [
-            f"model {repo}: present at {target} (revision {record['revision']}, {len(record['files'])} files verified)"
+            f"{label}: present at {target} (revision {record['revision']}, {len(record['files'])} files verified)"
         ]
-    revision, files = fetch_model(repo, target)
+    revision, files = fetch_model(repo, target, key)
     if not any(f.endswith(".safetensors") for f in files):
         raise UsageError(
-            f"model.name={repo}: no *.safetensors weights in the snapshot; prepare fetches safetensors only"
+            f"{key}={repo}: no *.safetensors weights in the snapshot; prepare fetches safetensors only"
         )
     record = {
         "model": repo,
@@ -382,8 +388,70 @@ def prepare_model(cfg: Any, verify: bool) -> list[str]:
     }
     write_atomic(record_path, lambda p: p.write_text(json.dumps(record, indent=2) + "\n"))
     return [
-        f"model {repo}: wrote {target} ({record['bytes'] / 1e9:.2f} GB, revision {revision})",
+        f"{label}: wrote {target} ({record['bytes'] / 1e9:.2f} GB, revision {revision})",
         f"recorded {record_path}",
+    ]
+
+
+def prepare_model(cfg: Any, verify: bool) -> list[str]:
+    """model.name's (the student's) snapshot in <model_root>; lines saying what was done."""
+    repo = str(cfg.model.name)
+    return prepare_weights(cfg, repo, "model.name", f"model {repo}", verify)
+
+
+def teacher_weights(cfg: Any) -> list[tuple[str, str]]:
+    """(config key, weights) of each experiment.teachers entry: its checkpoint, else its conf/model
+    entry's Hub id (runners/opd.py, the name every runner renders); a teacher with neither is refused."""
+    from runners import opd
+
+    out = []
+    for i, t in enumerate(cfg.experiment.get("teachers") or []):
+        key = f"experiment.teachers[{i}]." + ("checkpoint" if t.checkpoint else "model")
+        weights = opd.weights(t)
+        if not weights:
+            raise UsageError(
+                f"{key}={t.model}: no conf/model/{t.model}.yaml with a `name` to fetch; use a conf/model option "
+                "or set the teacher's checkpoint=<Hub id or absolute path>"
+            )
+        out.append((key, weights))
+    return out
+
+
+def prepare_teachers(cfg: Any, frameworks: list[str], verify: bool) -> list[str]:
+    """Each teacher's weights where the runners' OPD renders read them (data_paths.weights_dir):
+    a Hub id is fetched like the student; an absolute checkpoint is the site's own and only checked.
+    Weights already prepared (the student's, another teacher's) are not fetched twice."""
+    lines, done = [], {str(cfg.model.name): "model.name"}
+    for key, weights in teacher_weights(cfg):
+        label = f"teacher {key.rsplit('.', 1)[0]} {weights}"
+        if Path(weights).is_absolute():
+            if not Path(weights).is_dir():
+                raise UsageError(
+                    f"{key}={weights}: no such folder from here; give a checkpoint folder on the shared "
+                    "filesystem or a Hub id (prepare then fetches it into cluster.model_root)"
+                )
+            lines.append(f"{label}: a site checkpoint, used as given (not fetched)")
+        elif weights in done:
+            lines.append(f"{label}: the snapshot of {done[weights]}, prepared once")
+        else:
+            lines += prepare_weights(cfg, weights, key, label, verify)
+            done[weights] = key
+    return lines + slime_teacher_notes(cfg, frameworks)
+
+
+def slime_teacher_notes(cfg: Any, frameworks: list[str]) -> list[str]:
+    """slime's in-process teacher (--opd-type megatron) loads a Megatron torch_dist conversion that
+    needs Megatron and a GPU, which prepare has not: the step is named, not done (inspect checks it)."""
+    from runners import slime_opd
+
+    if "slime" not in frameworks or slime_opd.teacher_mode(cfg) != "megatron":
+        return []
+    load = slime_opd.teacher_load(cfg)
+    if Path(load).is_dir():
+        return [f"slime --opd-teacher-load: {load} present"]
+    return [
+        f"slime --opd-teacher-load: {load} is not made by prepare; convert the teacher's snapshot with "
+        "slime's tools/convert_hf_to_torch_dist.py --save <that folder> before a slime run"
     ]
 
 
@@ -414,7 +482,7 @@ def main(argv: list[str]) -> int:
     if args.only != "models":
         lines += prepare_data(overrides, frameworks, dataset_path)
     if args.only != "data":
-        lines += prepare_model(cfg, args.verify)
+        lines += prepare_model(cfg, args.verify) + prepare_teachers(cfg, frameworks, args.verify)
     print("\n".join(lines))
     return 0
 

@@ -14,6 +14,9 @@ path (conf/cluster/example_site.yaml).
     <model_root>/<org>/<model>/                            Hugging Face snapshot (weights, tokenizer, config)
     <model_root>/<org>/<model>.prepared.json               revision, files and sizes (bench prepare)
 
+The student (model.name) and every on-policy-distillation teacher (experiment.teachers: its
+`checkpoint`, else its conf/model entry's name; runners/opd.py) follow the same model rule.
+
 Runners import nothing from bench/ but the trace contract, so this module takes the composed
 config and nothing else.
 """
@@ -69,12 +72,24 @@ def prime_rl_dataset(cfg: Any) -> Path:
     return dataset_dir(cfg) / "prime_rl"
 
 
+def weights_dir(cfg: Any, weights: str) -> Path:
+    """Where a model's weights are on the cluster: an absolute path as given (a site's own
+    checkpoint), else <model_root>/<weights> (a Hub id, '<org>/<name>': the snapshot prepare writes)."""
+    path = Path(weights)
+    return path if path.is_absolute() else site_root(cfg, "model_root") / weights
+
+
+def weights_record(cfg: Any, weights: str) -> Path:
+    """<model_root>/<org>/<name>.prepared.json of a Hub id's snapshot (beside it, not inside it)."""
+    d = weights_dir(cfg, weights)
+    return d.with_name(d.name + ".prepared.json")
+
+
 def model_dir(cfg: Any) -> Path:
-    """<model_root>/<model.name>: the snapshot of model.name (a Hub id, '<org>/<name>')."""
-    return site_root(cfg, "model_root") / str(cfg.model.name)
+    """<model_root>/<model.name>: the snapshot of model.name (the student; a Hub id)."""
+    return weights_dir(cfg, str(cfg.model.name))
 
 
 def model_record(cfg: Any) -> Path:
-    """<model_root>/<org>/<name>.prepared.json (beside the snapshot, not inside it)."""
-    d = model_dir(cfg)
-    return d.with_name(d.name + ".prepared.json")
+    """<model_root>/<org>/<name>.prepared.json of model.name's snapshot."""
+    return weights_record(cfg, str(cfg.model.name))

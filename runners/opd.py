@@ -14,7 +14,6 @@ Runners import nothing from bench/: the teacher's Hugging Face name is read from
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -77,11 +76,8 @@ def weights(t: Any) -> str:
 
 def weights_dir(cfg: Any, t: Any) -> str:
     """Where the teacher's weights are on the cluster: an absolute checkpoint path as given, else
-    <model_root>/<repo id> (the layout `bench prepare` writes, runners/data_paths.py)."""
-    w = weights(t)
-    if Path(w).is_absolute():
-        return w
-    return str(data_paths.site_root(cfg, "model_root") / w)
+    <model_root>/<repo id>, the snapshot `bench prepare` writes (the student's rule, runners/data_paths.py)."""
+    return str(data_paths.weights_dir(cfg, weights(t)))
 
 
 def same_architecture(cfg: Any, t: Any) -> bool | None:

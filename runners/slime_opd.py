@@ -47,8 +47,14 @@ def flags(cfg: Any) -> list[tuple[str, Any]]:
         url = str((cfg.framework.native or {}).get("opd_teacher_url") or "")
         return f + [("--custom-rm-path", REWARD_FUNC), ("--custom-reward-post-process-path", POST_PROCESS),
                     ("--rm-url", url)]  # fmt: skip
-    # the teacher as a Megatron checkpoint beside its HF snapshot, as --ref-load (bench prepare's layout)
-    return f + [("--opd-teacher-load", f"{opd.weights_dir(cfg, opd.teacher(cfg))}_torch_dist")]
+    return f + [("--opd-teacher-load", teacher_load(cfg))]
+
+
+def teacher_load(cfg: Any) -> str:
+    """--opd-teacher-load: the teacher as a Megatron torch_dist checkpoint beside its prepared HF
+    snapshot, as --ref-load beside the student's (slime's tools/convert_hf_to_torch_dist.py makes it;
+    `bench prepare` fetches the snapshot only and says so, `bench inspect` checks the folder)."""
+    return f"{opd.weights_dir(cfg, opd.teacher(cfg))}_torch_dist"
 
 
 def problems(cfg: Any, colocated: bool) -> list[str]:
