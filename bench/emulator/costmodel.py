@@ -126,10 +126,14 @@ class TrainerModel:
         """Compute end -> the step's weights land (s): the sync, plus the hand-off where it is part of it."""
         return self.sync_s + (self.handoff_s if self.handoff_in_sync else 0.0)
 
-    def flops(self, seq_lens: np.ndarray) -> float:
-        """Training (fwd+bwd) FLOPs of sequences of `seq_lens` tokens (suite convention)."""
+    def seq_flops(self, seq_lens: np.ndarray) -> np.ndarray:
+        """Training (fwd+bwd) FLOPs of each sequence of `seq_lens` tokens (suite convention)."""
         s = np.asarray(seq_lens, dtype=np.float64)
-        return float(np.sum(s * np.interp(s, self.seq_grid, self.fpt_grid)))
+        return s * np.interp(s, self.seq_grid, self.fpt_grid)
+
+    def flops(self, seq_lens: np.ndarray) -> float:
+        """Training (fwd+bwd) FLOPs of sequences of `seq_lens` tokens, summed."""
+        return float(self.seq_flops(seq_lens).sum())
 
     def step_times(self, seq_lens: np.ndarray) -> tuple[float, float]:
         """(logprob_s, compute_s) of one step on sequences of `seq_lens` tokens.
@@ -137,10 +141,9 @@ class TrainerModel:
         compute_s = fwd+bwd FLOPs / achieved FLOP/s + optimizer_s; each log-prob pass is a forward
         (one third of fwd+bwd) at the same efficiency.
         """
-        s = np.asarray(seq_lens, dtype=np.float64)
-        work = s * np.interp(s, self.seq_grid, self.fpt_grid)
+        work = self.seq_flops(seq_lens)
         # a framework that pads its micro-batch count to the DP size pays for the busiest rank
-        f = dp_padded_work(work, s, self.bin_tokens, self.dp) if self.bin_tokens else float(work.sum())
+        f = dp_padded_work(work, seq_lens, self.bin_tokens, self.dp) if self.bin_tokens else float(work.sum())
         return self.logprob_passes * f / 3.0 / self.flop_rate, f / self.flop_rate + self.optimizer_s
 
 
@@ -192,8 +195,8 @@ def handoff_s(cfg: Any, r: Resolved) -> float:
     over `hardware.host_gbps` (the trainer's params + grads + optimizer when the framework offloads
     the trainer, or the experiment offloads them), plus the framework's fixed sleep + wake cost: as
     measured on one of its runs (`emulator.handoff_measured_s` when `handoff_measured_on` names it),
-    else as the framework
-    states it (`framework.handoff_fixed_s`), else `emulator.handoff_fixed_s`. 0 when disaggregated."""
+    else as the framework states it (`framework.handoff_fixed_s`), else `emulator.handoff_fixed_s`.
+    0 when disaggregated."""
     if not r.colocated:
         return 0.0
     fw, ex, em = cfg.framework, cfg.experiment, cfg.emulator
