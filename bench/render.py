@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 
 from bench.config import CONF_DIR, compose
 from runners.base import NOT_INSTALLED, load_runner
-from runners.docs import PERTURBATIONS, FrameworkDoc, changes, page
+from runners.docs import OPD_BASE, OPD_ROWS, PERTURBATIONS, FrameworkDoc, changes, opd_key, page, with_notes
 
 
 def frameworks_doc(conf_dir: Path = CONF_DIR) -> str:
@@ -46,6 +46,16 @@ def frameworks_doc(conf_dir: Path = CONF_DIR) -> str:
                 doc.changes[override] = changes(before, runner.native_settings(runner.render_launch(changed)))
             except ValueError as e:
                 doc.changes[override] = str(e).split(": ", 1)[-1]
+        for row in (r for r, _ in OPD_ROWS):  # two keys at once: composed as a user would type them
+            try:
+                launch = runner.render_launch(
+                    compose(["experiment=smoke", f"framework={path.stem}", *OPD_BASE, *row])
+                )
+                doc.opd[opd_key(row)] = with_notes(
+                    changes(before, runner.native_settings(launch)), base, launch
+                )
+            except ValueError as e:
+                doc.opd[opd_key(row)] = str(e).split(": ", 1)[-1]
         docs.append(doc)
     return page(docs)
 

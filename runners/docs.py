@@ -1,8 +1,9 @@
 """docs/frameworks.md: what each workload key sets in each framework, read off the renders.
 
 Nothing here is written by hand: for every framework, the smoke experiment is rendered once as
-is and once per entry of PERTURBATIONS (one key changed), and the page lists the native settings
-that changed (the runner's `native_settings` of each Launch), or the runner's refusal. The page
+is, once per entry of PERTURBATIONS (one key changed) and once per OPD_ROWS entry (on-policy
+distillation: OPD_BASE plus a teacher), and the page lists the native settings that changed (the
+runner's `native_settings` of each Launch), or the runner's refusal. The page
 cannot drift from the code: it *is* the code's output (tests/runners/test_docs.py checks it is
 current). Composition lives in the suite (`python -m bench render --frameworks-doc >
 docs/frameworks.md`); this module only lays the page out.
@@ -10,6 +11,7 @@ docs/frameworks.md`); this module only lays the page out.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,36 @@ PERTURBATIONS: list[tuple[str, str]] = [
     ("experiment.filter_zero_advantage=true", "drop groups with zero advantage"),
     ("experiment.partial_rollout=true", "resume aborted rollouts"),
     ("experiment.seed=7", "seed"),
+]
+
+# On-policy distillation needs two keys at once (workload.algorithm=opd and experiment.teachers;
+# bench/validate.py refuses either alone), so its rows are composed from the smoke experiment with
+# OPD_BASE and the row's overrides (Hydra syntax, as a user types them), not one key perturbed.
+# kl_coef 1.0: the reverse-KL coefficient verl and prime-rl fix at 1 (the smoke workload's is 0).
+OPD_BASE: tuple[str, ...] = ("workload.algorithm=opd", "workload.kl_coef=1.0")
+OPD_ROWS: list[tuple[tuple[str, ...], str]] = [
+    (
+        ("experiment.teachers=[{model:qwen3_30b_a3b,gpus:8,tp:2}]",),
+        "a teacher on 8 GPUs of its own, 2 per engine",
+    ),
+    (
+        (
+            "experiment.teachers=[{model:qwen3_30b_a3b,gpus:8,tp:2}]",
+            "+framework.native.opd_teacher_url=http://teacher-host:30000/generate",
+        ),
+        "the same, with slime's teacher server at a site URL",
+    ),
+    (
+        (
+            "experiment.generator.gpu_memory_utilization=0.45",
+            "experiment.teachers=[{model:qwen3_8b,placement:with_generator}]",
+        ),
+        "a teacher served on the generator's GPUs",
+    ),
+    (
+        ("experiment.placement=colocated", "experiment.teachers=[{model:qwen3_8b,placement:with_generator}]"),
+        "a teacher on the shared GPUs of a colocated run",
+    ),
 ]
 
 # Where `bench ingest` reads each value of manifest.json `inferred`, per framework: transcribed
@@ -178,6 +210,12 @@ refuses the change. Units differ between frameworks: the values show how the run
 (e.g. a count of prompts becoming a count of samples).
 """
 
+OPD_INTRO = """On-policy distillation takes two keys at once, so each row is the smoke experiment with
+`{base}` and the row's overrides (a teacher of `experiment.teachers`); the cell lists what the
+render changes for the teacher and the algorithm (settings `old -> new`, the job's nodes and
+processes per role, the runner's notes), or why the runner refuses it. Teacher weights are read where `bench prepare` puts them
+(docs/native-runs.md, "On-policy distillation")."""
+
 
 @dataclass
 class FrameworkDoc:
@@ -188,6 +226,25 @@ class FrameworkDoc:
     notes: list[str]  # the smoke render's translation notes (Launch.notes)
     changes: dict[str, list[str] | str] = field(default_factory=dict)  # override -> changes or refusal
     parser_formats: Any = None  # the runner module's PARSER_FORMATS
+    opd: dict[str, list[str] | str] = field(default_factory=dict)  # OPD_ROWS key -> changes or refusal
+
+
+def opd_key(row: tuple[str, ...]) -> str:
+    """An OPD row's overrides after OPD_BASE, as one string (the key of FrameworkDoc.opd)."""
+    return " ".join(row)
+
+
+def with_notes(settings: list[str], base: Any, launch: Any) -> list[str]:
+    """A render's changed settings, then what its launch (runners.base.Launch) changes beyond them
+    against the smoke render `base`: the job's nodes, its processes per role, and the translation
+    notes it adds ("note: ..."), e.g. prime-rl's teacher servers as job steps of their own."""
+    out = list(settings)
+    if base.nodes != launch.nodes:
+        out.append(f"job nodes: {base.nodes} -> {launch.nodes}")
+    before, after = Counter(p.role for p in base.processes), Counter(p.role for p in launch.processes)
+    out += [f"{role} processes: {before[role]} -> {after[role]}"
+            for role in sorted(set(before) | set(after)) if before[role] != after[role]]  # fmt: skip
+    return out + [f"note: {n}" for n in launch.notes if n not in base.notes]
 
 
 def changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
@@ -216,20 +273,29 @@ def _format_rows(formats: Any) -> list[str]:
     return ["- " + "; ".join(f"{k}: {_cell(v)}" for k, v in item.items()) for item in formats]
 
 
+def _outcome(got: list[str] | str) -> str:
+    """One table cell: the refusal, or each changed setting in code and each added note as text."""
+    if isinstance(got, str):
+        return f"refused: {_cell(got)}"
+    items = [_cell(c) if c.startswith("note: ") else f"`{_cell(c)}`" for c in got]
+    return "<br>".join(items) or "no change"
+
+
 def page(docs: list[FrameworkDoc]) -> str:
     """The whole docs/frameworks.md text."""
     lines = [HEADER, "## What each key sets", ""]
-    lines += ["| change | " + " | ".join(f"{d.name} {d.version}" for d in docs) + " |"]
-    lines += ["|---|" + "---|" * len(docs)]
+    head = [
+        "| change | " + " | ".join(f"{d.name} {d.version}" for d in docs) + " |",
+        "|---|" + "---|" * len(docs),
+    ]
+    lines += head
     for override, why in PERTURBATIONS:
-        cells = []
-        for d in docs:
-            got = d.changes.get(override, "not rendered")
-            if isinstance(got, str):
-                cells.append(f"refused: {_cell(got)}")
-            else:
-                cells.append("<br>".join(f"`{_cell(c)}`" for c in got) or "no change")
+        cells = [_outcome(d.changes.get(override, "not rendered")) for d in docs]
         lines.append(f"| `{override}` ({why}) | " + " | ".join(cells) + " |")
+    lines += ["", "## On-policy distillation", "", OPD_INTRO.format(base=" ".join(OPD_BASE)), "", *head]
+    for row, why in OPD_ROWS:
+        cells = [_outcome(d.opd.get(opd_key(row), "not rendered")) for d in docs]
+        lines.append(f"| `{opd_key(row)}` ({why}) | " + " | ".join(cells) + " |")
     lines += ["", "## Translation notes on the smoke experiment", ""]
     for d in docs:
         lines += [f"### {d.name}", "", *(f"- {_cell(n)}" for n in d.notes), ""]
