@@ -279,6 +279,9 @@ def fit_decode(cfg: Any, r: Any, steps: pd.DataFrame, resp: list[Fit], rollouts,
     def total(e: Any) -> np.ndarray:
         return np.array([_decode_time(e, ln, pr) + pf for ln, pr, pf, _ in cases])
 
+    def residual(e: Any) -> float:
+        return float(np.sqrt(np.mean(((total(e) - logged) / logged) ** 2)))
+
     def bisect(modelled, lo: float, hi: float, rising: bool) -> float:
         for _ in range(60):
             mid = math.sqrt(lo * hi)
@@ -296,13 +299,18 @@ def fit_decode(cfg: Any, r: Any, steps: pd.DataFrame, resp: list[Fit], rollouts,
     else:
         eff = bisect(lambda x: total(replace(engine, bw=full_bw * x)), 1e-4, 1.0, rising=False)
     if eff >= MIN_DECODE_BW_EFF:
-        res = float(np.sqrt(np.mean(((total(replace(engine, bw=full_bw * eff)) - logged) / logged) ** 2)))
-        return Fit("emulator.decode_bw_eff", round(eff, 5), on, res, note=note)
+        return Fit(
+            "emulator.decode_bw_eff",
+            round(eff, 5),
+            on,
+            residual(replace(engine, bw=full_bw * eff)),
+            note=note,
+        )
     # latency-bound: no engine decodes at so small a share of its bandwidth; the per-iteration floor
     # explains the time at the configured share instead
     at_eff = replace(engine, bw=full_bw * float(cfg.emulator.decode_bw_eff))
     floor = bisect(lambda f: total(replace(at_eff, floor_s=f)), 1e-6, 10.0, rising=True)
-    res = float(np.sqrt(np.mean(((total(replace(at_eff, floor_s=floor)) - logged) / logged) ** 2)))
+    res = residual(replace(at_eff, floor_s=floor))
     note = (
         f"latency-bound: a bandwidth share of {eff:.3f} (< {MIN_DECODE_BW_EFF}) would be needed; "
         f"the floor is fitted at decode_bw_eff {cfg.emulator.decode_bw_eff}"
