@@ -17,8 +17,6 @@ contradict.
 from __future__ import annotations
 
 import argparse
-import csv
-import datetime as dt
 import importlib
 import math
 import sys
@@ -27,7 +25,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from bench import infer, infer_teacher
+from bench import infer, infer_teacher, telemetry
 from bench.config import CONF_DIR, compose
 from bench.errors import EXIT_USAGE, UsageError
 from bench.trace import RunPaths, write_gpu, write_manifest, write_rollouts, write_steps
@@ -35,17 +33,6 @@ from runners import log_end
 from runners.base import ParseResult, load_runner
 from runners.run_config import binary_share, harness_values, text_files
 
-# header name (nvidia-smi's own, or the snake_case a harness wrote) -> GPU_SCHEMA column
-GPU_COLUMNS = {
-    "timestamp": "t_s",
-    "index": "gpu",
-    "utilization.gpu [%]": "util_pct",
-    "utilization_gpu_pct": "util_pct",
-    "memory.used [MiB]": "mem_used_mib",
-    "memory_used_mib": "mem_used_mib",
-    "power.draw [W]": "power_w",
-    "power_w": "power_w",
-}
 NOT_LOGS = (".csv", ".parquet", ".json", ".jsonl", ".yaml", ".yml", ".toml", ".env", ".py", ".sh")
 # what each framework's logs say about themselves (first MiB of any file), for "wrong --framework"
 SIGNATURES = {
@@ -58,52 +45,25 @@ SIGNATURES = {
 def read_gpu_csvs(
     log_dir: Path, t0_epoch_s: float | None
 ) -> tuple[list[dict[str, Any]], list[str], list[str]]:
-    """Rows of GPU_SCHEMA from every telemetry CSV under log_dir (header with timestamp and index),
-    the files read, and the GPU names a `name` column gave.
-
-    Timestamps ('YYYY/MM/DD HH:MM:SS.mmm') are read as UTC; t_s counts from t0_epoch_s (Unix
-    seconds), else from the first sample. memory is MiB, as nvidia-smi reports it (trace column mem_used_mib).
+    """Rows of GPU_SCHEMA from every telemetry CSV under log_dir (bench.telemetry.read_gpu_csv: a
+    header naming a time column and the device index; node = the file's stem), the files read, and
+    the GPU names a `name` column gave. Timestamps are read as UTC; t_s counts from t0_epoch_s (Unix
+    seconds), else from the first sample of all files.
     """
     rows: list[dict[str, Any]] = []
     files, names = [], []
     for path in text_files(log_dir):
-        with open(path, encoding="utf-8", errors="replace", newline="") as f:
-            header = [h.strip() for h in f.readline().split(",")]
-            if not header or header[0] != "timestamp" or "index" not in header:
-                continue
-            cols = {i: GPU_COLUMNS[h] for i, h in enumerate(header) if h in GPU_COLUMNS}
-            name_col = header.index("name") if "name" in header else None
-            lines = (line.replace("\0", "") for line in f)  # a crash can leave zero-filled blocks
-            for rec in csv.reader(lines):
-                row = _gpu_row(rec, cols, path.stem)
-                if row is not None:
-                    rows.append(row)
-                    if name_col is not None and len(rec) > name_col and rec[name_col].strip() not in names:
-                        names.append(rec[name_col].strip())
+        read = telemetry.read_gpu_csv(path, path.stem)
+        if not read.is_telemetry:
+            continue
+        rows += read.rows
+        names += [n for n in read.names if n not in names]
         files.append(str(path))
     if rows:
         t0 = t0_epoch_s if t0_epoch_s is not None else min(r["t_s"] for r in rows)
         for r in rows:
-            r["t_s"] -= t0
+            r["t_s"] = round(r["t_s"] - t0, 3)
     return rows, files, names
-
-
-def _gpu_row(rec: list[str], cols: dict[int, str], node: str) -> dict[str, Any] | None:
-    row: dict[str, Any] = {"node": node}
-    try:
-        for i, name in cols.items():
-            v = rec[i].strip()
-            if name == "t_s":
-                stamp = dt.datetime.strptime(v, "%Y/%m/%d %H:%M:%S.%f").replace(tzinfo=dt.UTC)
-                row[name] = stamp.timestamp()
-            elif name == "gpu":
-                row[name] = int(v)
-            else:  # "71.29 W" / "0 %" / "1024 MiB" without nounits, "[N/A]" on some boards
-                v = v.split(" ")[0]
-                row[name] = float(v) if v.replace(".", "", 1).isdigit() else None
-    except (IndexError, ValueError):
-        return None  # a cut-off last line
-    return row
 
 
 class Refused(Exception):

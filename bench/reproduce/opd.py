@@ -9,17 +9,16 @@ harness files and the report, so it works on every folder of that layout without
 
 from __future__ import annotations
 
-import csv
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.telemetry import energy_j
+from bench.telemetry import read_gpu_csv as read_nvidia_smi_csv
 from bench.trace import read_env_file
 
-GPU_CSV_COLUMNS = ("index", "power_w")  # plus a time column: `timestamp` or `epoch`
-GPU_TIME_FORMAT = "%Y/%m/%d %H:%M:%S.%f"  # nvidia-smi --format=csv timestamp
+# GPU_SCHEMA columns a gpu.csv must have (besides a time column) -> the harness's header names
+GPU_CSV_COLUMNS = {"gpu": "index", "power_w": "power_w"}
 
 
 class OpdDataError(ValueError):
@@ -94,58 +93,32 @@ class GpuSample:
     power_w: float
 
 
-def _num(text: str) -> float | None:
-    text = text.strip()
-    try:
-        return float(text)
-    except ValueError:
-        return None  # nvidia-smi writes "[N/A]" or "[Not Supported]"
-
-
 def read_gpu_csv(path: Path | str) -> list[GpuSample]:
-    """Read 1-s `nvidia-smi` samples: columns index, power_w, optionally utilization_gpu_pct and
-    memory_used_mib, and a time column, either `timestamp` (nvidia-smi's own, e.g. opd-frameworks)
-    or `epoch` (Unix seconds, the sampler of mopd-frameworks). A `timestamp` carries no zone and is
-    read as UTC, the benchmark host's clock (its first sample falls within a second of
-    wall_time.env's start_epoch)."""
+    """The harness's 1-s `nvidia-smi` samples, read by bench.telemetry.read_gpu_csv: columns index,
+    power_w, optionally utilization_gpu_pct and memory_used_mib, and a time column, either
+    `timestamp` (nvidia-smi's own, e.g. opd-frameworks) or `epoch` (Unix seconds, the sampler of
+    mopd-frameworks). A `timestamp` carries no zone and is read as UTC, the benchmark host's clock
+    (its first sample falls within a second of wall_time.env's start_epoch). A sample without power
+    cannot enter the energy integral and is left out; a record that does not parse is an error (the
+    harness's file is complete)."""
     path = Path(path)
     if not path.is_file():
         raise OpdDataError(f"{path}: missing (1-s nvidia-smi telemetry)")
-    samples: list[GpuSample] = []
-    with path.open(newline="") as fh:
-        reader = csv.DictReader(fh, skipinitialspace=True)
-        header = reader.fieldnames or []
-        missing = [c for c in GPU_CSV_COLUMNS if c not in header]
-        time_col = next((c for c in ("timestamp", "epoch") if c in header), None)
-        if missing or time_col is None:
-            raise OpdDataError(
-                f"{path}: column(s) {missing + ([] if time_col else ['timestamp|epoch'])} missing; header is {header}"
-            )
-        for n, row in enumerate(reader, 2):
-            try:
-                if time_col == "epoch":
-                    t_epoch = float(row["epoch"])
-                else:
-                    t_epoch = (
-                        datetime.strptime(row["timestamp"].strip(), GPU_TIME_FORMAT)
-                        .replace(tzinfo=UTC)
-                        .timestamp()
-                    )
-                power = _num(row["power_w"])
-                if power is None:
-                    continue  # a sample without power cannot enter the energy integral
-                samples.append(
-                    GpuSample(
-                        t_epoch=t_epoch,
-                        gpu=int(row["index"]),
-                        util_pct=_num(row.get("utilization_gpu_pct") or ""),
-                        mem_used_mib=_num(row.get("memory_used_mib") or ""),
-                        power_w=power,
-                    )
-                )
-            except (ValueError, TypeError) as e:
-                raise OpdDataError(f"{path}:{n}: cannot read sample {row}: {e}") from e
-    return samples
+    read = read_nvidia_smi_csv(path, "host0")
+    found = set(read.columns.values())
+    if not {*GPU_CSV_COLUMNS, "t_s"} <= found:
+        missing = [name for col, name in GPU_CSV_COLUMNS.items() if col not in found]
+        missing += [] if "t_s" in found else ["timestamp|epoch"]
+        raise OpdDataError(f"{path}: column(s) {missing} missing; header is {read.header}")
+    if read.bad_lines:
+        raise OpdDataError(
+            f"{path}:{read.bad_lines[0]}: cannot read sample (expected a time, an integer index and numbers)"
+        )
+    return [
+        GpuSample(r["t_s"], r["gpu"], r["util_pct"], r["mem_used_mib"], r["power_w"])
+        for r in read.rows
+        if r["power_w"] is not None
+    ]
 
 
 def energy_wh(samples: list[GpuSample], window: tuple[float, float] | None = None) -> float:

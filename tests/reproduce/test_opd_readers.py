@@ -83,6 +83,18 @@ def test_gpu_csv_missing_column_is_named(tmp_path: Path):
         opd.read_gpu_csv(p)
 
 
+def test_gpu_csv_record_that_does_not_parse_is_named_by_line(tmp_path: Path):
+    """The harness's file is complete: a cut-off record is an error, not a silently lost sample."""
+    p = tmp_path / "gpu.csv"
+    p.write_text(
+        "timestamp,index,utilization_gpu_pct,memory_used_mib,memory_total_mib,power_w,temperature_c\n"
+        "2026/08/07 13:00:00.000, 0, 0, 0, 81559, 100.0, 30\n"
+        "2026/08/07 13:00:0"
+    )
+    with pytest.raises(opd.OpdDataError, match=r"gpu.csv:3: cannot read sample"):
+        opd.read_gpu_csv(p)
+
+
 def test_gpu_csv_epoch_layout(tmp_path: Path):
     """The mopd-frameworks sampler writes Unix seconds in `epoch` (and uuid, name columns)."""
     p = tmp_path / "gpu.csv"
