@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.report.load import resolved_config
+
 # Thresholds (fractions). A side idle a fifth of its time is waiting on the other side; under a
 # tenth it is saturated. docs/metrics.md "Verdict" explains each.
 IDLE_HIGH = 0.20
@@ -207,18 +209,46 @@ def _trainer_action(m: Mapping[str, Any], res: Resources) -> str:
     return "move GPUs to training (GPU counts not recorded, so no target is computed)"
 
 
+def _count(v: Any) -> int | None:
+    """A GPU count (> 0), or None when it is not one."""
+    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 else None
+
+
 def resources(config: Mapping[str, Any]) -> Resources:
-    """Resources from a run's resolved config (experiment.placement, *_gpus, workload budget)."""
+    """Resources recomputed from a run's config (experiment.placement, *_gpus, workload budget):
+    the fallback of run_resources for run directories whose manifest has no `resolved` block."""
     exp = config.get("experiment") if isinstance(config.get("experiment"), Mapping) else {}
     wl = config.get("workload") if isinstance(config.get("workload"), Mapping) else {}
-
-    def _int(v: Any) -> int | None:
-        return int(v) if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 else None
-
     placement = exp.get("placement")
     return Resources(
         placement=str(placement).rsplit(".", 1)[-1] if placement else None,
-        trainer_gpus=_int(exp.get("trainer_gpus")),
-        generator_gpus=_int(exp.get("generator_gpus")),
+        trainer_gpus=_count(exp.get("trainer_gpus")),
+        generator_gpus=_count(exp.get("generator_gpus")),
+        staleness_budget=_num(wl, "staleness_budget"),
+    )
+
+
+def run_resources(manifest: Mapping[str, Any]) -> Resources:
+    """Resources of one run from its manifest.json: placement and GPU counts from the `resolved`
+    layout (bench.resolve.Resolved.to_dict, written with the manifest by bench.rundir and
+    bench.trace.write_manifest: the suite computes the layout once, at launch), the staleness
+    budget from the config (workload.staleness_budget, policy versions; not part of the layout).
+    Manifests without `resolved` -- run directories written before the layout was recorded
+    (commit ccf9d4f, 2026-11-25) and ingested runs (bench.ingest records what the logs say under
+    `inferred`, not a resolved layout) -- fall back to recomputing it from the config (resources)."""
+    config = resolved_config(dict(manifest))
+    layout = manifest.get("resolved")
+    if not isinstance(layout, Mapping) or not layout.get("placement"):
+        return resources(config)
+
+    def pool_gpus(role: str) -> int | None:
+        pool = layout.get(role)
+        return _count(pool.get("gpus")) if isinstance(pool, Mapping) else None
+
+    wl = config.get("workload") if isinstance(config.get("workload"), Mapping) else {}
+    return Resources(
+        placement=str(layout["placement"]),
+        trainer_gpus=pool_gpus("trainer"),
+        generator_gpus=pool_gpus("generator"),  # the trainer's GPUs, time-shared, when colocated
         staleness_budget=_num(wl, "staleness_budget"),
     )

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bench.report.diagnose import Resources, diagnose, resources
+from bench.report.diagnose import Resources, diagnose, resources, run_resources
 
 SPLIT = Resources("disaggregated", trainer_gpus=8, generator_gpus=8, staleness_budget=1)
 
@@ -117,6 +117,40 @@ def test_resources_come_from_the_resolved_config():
     }
     assert resources(cfg) == Resources("disaggregated", 8, 24, 2.0)
     assert resources({}) == Resources()
+
+
+def _manifest(tmp_path, overrides):
+    """The manifest a launched run starts with (bench.rundir.run_identity: config + resolved)."""
+    from bench.config import compose
+    from bench.rundir import run_identity
+    from bench.trace import RunPaths
+
+    return run_identity(compose(["experiment=smoke", *overrides]), RunPaths(tmp_path / "run"), "emulated")
+
+
+def test_resources_come_from_the_manifests_resolved_layout(tmp_path):
+    m = _manifest(tmp_path, ["experiment.trainer_gpus=2", "experiment.generator_gpus=6"])
+    assert m["resolved"]["trainer"]["gpus"] == 2 and m["resolved"]["generator"]["gpus"] == 6
+    budget = float(m["config"]["workload"]["staleness_budget"])
+    assert run_resources(m) == Resources("disaggregated", 2, 6, budget)
+    # the recorded layout is what the run had: a config edited afterwards does not change it
+    m["config"]["experiment"]["generator_gpus"] = 30
+    assert run_resources(m).generator_gpus == 6
+
+
+def test_colocated_layout_gives_the_generator_the_trainers_gpus(tmp_path):
+    m = _manifest(tmp_path, ["experiment.placement=colocated", "experiment.trainer_gpus=4"])
+    r = run_resources(m)
+    assert (r.placement, r.trainer_gpus, r.generator_gpus) == ("colocated", 4, 4)
+
+
+def test_manifests_without_a_resolved_layout_fall_back_to_the_config(tmp_path):
+    """Run directories from before the layout was recorded, and ingested runs, have no `resolved`."""
+    m = _manifest(tmp_path, ["experiment.trainer_gpus=2", "experiment.generator_gpus=6"])
+    del m["resolved"]
+    assert run_resources(m) == resources(m["config"])
+    assert (run_resources(m).trainer_gpus, run_resources(m).generator_gpus) == (2, 6)
+    assert run_resources({}) == Resources()
 
 
 @pytest.mark.slow
