@@ -148,10 +148,13 @@ def _read_records(
     lines: Iterable[str], header: list[str], first: int, node: str, t0: float, local_time: bool
 ) -> GpuCsv:
     cols = {i: GPU_CSV_COLUMNS[h] for i, h in enumerate(header) if h in GPU_CSV_COLUMNS}
+    times = [i for i, c in cols.items() if c == "t_s"]
+    for i in times[1:]:  # both timestamp and epoch: the first one is the time
+        del cols[i]
     out = GpuCsv(header, cols)
     if not out.is_telemetry:
         return out
-    epoch = "epoch" in header and header.index("epoch") in cols
+    epoch = header[times[0]] == "epoch"
     zone = None if local_time else dt.UTC
     reader = csv.reader(lines)
     for rec in reader:

@@ -97,3 +97,9 @@ def test_a_csv_that_is_not_telemetry_gives_no_rows():
     read = telemetry.read_gpu_csv(OPD / "results" / "step_metrics.csv", "x")
     assert not read.is_telemetry and read.rows == []
     assert read.header[:2] == ["framework", "step"]
+
+
+def test_with_both_time_columns_the_first_is_the_time(tmp_path: Path):
+    p = tmp_path / "gpu.csv"
+    p.write_text("timestamp,epoch,index,power_w\n2026/08/07 13:21:34.555,1786108894,0,70.69\n")
+    assert telemetry.read_gpu_csv(p, "host0", 1786108894).rows[0]["t_s"] == 0.555
