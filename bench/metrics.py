@@ -458,13 +458,20 @@ def compute(run_dir: Path | str) -> dict[str, Any]:
 def _gpu_roles(manifest: dict, gpu: pd.DataFrame | None) -> dict[str, Any]:
     """Telemetry by role (trainer, rollout, teacher, ...) where the manifest names each role's
     devices (an ingested run's inferred.gpu_ids), else the reason it cannot be split."""
-    ids = (manifest.get("inferred") or {}).get("gpu_ids") or {}
+    inferred = manifest.get("inferred") or {}
+    ids = inferred.get("gpu_ids") or {}
     roles = {
         r: e["value"] for r, e in ids.items() if isinstance(e, dict) and isinstance(e.get("value"), list)
     }
+    # every role holding GPUs of its own must be named, or the split would leave some devices out
+    held = {
+        r
+        for r, e in (inferred.get("gpus") or {}).items()
+        if isinstance(e, dict) and (e.get("value") or 0) > 0
+    }
     if gpu is None or gpu.empty:
         return {"missing": "no GPU telemetry (trace/gpu.parquet)"}
-    if not roles:
+    if not roles or not held <= set(roles):
         return {"missing": "the run does not name each role's devices"}
     return telemetry.role_summary(gpu, roles)
 

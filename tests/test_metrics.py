@@ -209,3 +209,28 @@ def test_latency_without_a_rollout_trace_says_so(tmp_path):
     assert compute(make_run(tmp_path, case1_like_steps(4)))["latency"] == {
         "missing": "no per-rollout trace (trace/rollouts.parquet)"
     }
+
+
+def test_gpu_roles_split_only_when_every_role_holding_gpus_names_its_devices():
+    """Miles: the external teacher's GPU is known from telemetry, the colocated student's is not: no
+    split that would leave GPU 0 out. Prime-RL: rollout and trainer named, the teacher shares GPU 0."""
+    import pandas as pd
+
+    from bench.metrics import _gpu_roles
+
+    gpu = pd.DataFrame({"t_s": [0.0, 1.0] * 2, "gpu": [0, 0, 1, 1], "util_pct": [10.0, 20.0, 0.0, 0.0],
+                        "mem_used_mib": [100.0] * 4, "power_w": [100.0] * 4})  # fmt: skip
+
+    def fact(v):
+        return {"value": v, "source": "test"}
+
+    miles = {"inferred": {"gpus": {"hybrid": fact(1), "teacher": fact(1)}, "gpu_ids": {"teacher": fact([1])}}}
+    assert _gpu_roles(miles, gpu) == {"missing": "the run does not name each role's devices"}
+    prime = {
+        "inferred": {
+            "gpus": {"rollout": fact(1), "trainer": fact(1), "teacher": fact(0)},
+            "gpu_ids": {"rollout": fact([0]), "trainer": fact([1]), "teacher": fact([0])},
+        }
+    }
+    roles = _gpu_roles(prime, gpu)
+    assert roles["rollout"]["gpus"] == roles["teacher"]["gpus"] == [0] and roles["trainer"]["gpus"] == [1]

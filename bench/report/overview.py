@@ -80,8 +80,12 @@ def gpu_roles(run: Run) -> dict[str, Any]:
     roles = run.metrics.get("gpu_roles")
     if isinstance(roles, dict) and roles and "missing" not in roles:
         rows = _role_rows(roles)
+        shared: dict[str, list[dict[str, Any]]] = {}  # roles on the same devices (a teacher beside rollout)
+        for x in rows:
+            shared.setdefault(x["gpus"], []).append(x)
         where = ", ".join(
-            f"{x['role']} GPU{'s' if ',' in x['gpus'] else ''} {x['gpus']} at {x['util']:.1f}%" for x in rows
+            f"{' + '.join(x['role'] for x in xs)} GPU{'s' if ',' in g else ''} {g} at {xs[0]['util']:.1f}%"
+            for g, xs in shared.items()
         )
         note = f"Idlest first: {where} mean utilisation."
         return {"rows": rows, "by": "role", "note": note, "why": note}

@@ -54,14 +54,16 @@ def test_prime_rl_gpu_roles_say_where_idle_gpus_sit(campaign_report):
     roles = json.loads((campaign_report / "results" / "prime_rl" / "metrics.json").read_text())["gpu_roles"]
     assert roles["rollout"]["gpus"] == [0] and roles["trainer"]["gpus"] == [1]
     block = _block(md, "prime_rl")
-    assert "Idlest first: trainer GPU 1 at 6.3%, rollout GPU 0 at 12.5% mean utilisation." in block
+    # Prime-RL serves its teacher on the inference GPU (ingest: with_generator), so GPU 0 is both
+    assert roles["teacher"]["gpus"] == [0]
+    assert "Idlest first: trainer GPU 1 at 6.3%, rollout + teacher GPU 0 at 12.5% mean utilisation." in block
     r = roles["rollout"]
     assert (
         f"rollout (GPU 0): {r['util_mean_pct']:.1f}% mean utilisation, {r['mem_peak_mib'] / 1024:.1f} GiB "
         f"peak memory, {r['energy_wh']:.1f} Wh" in block
     )
     html = (campaign_report / "report" / "index.html").read_text()
-    assert "Idlest first: trainer GPU 1 at 6.3%, rollout GPU 0 at 12.5% mean utilisation." in html
+    assert "Idlest first: trainer GPU 1 at 6.3%, rollout + teacher GPU 0 at 12.5% mean utilisation." in html
 
 
 @pytest.mark.parametrize("fw", ["verl", "slime"])
