@@ -171,3 +171,28 @@ def test_inspect_checks_each_teacher_one_line_each(hub, prepare):
         f"FAIL  teacher experiment.teachers[0] {TEACHER}: 1 file(s) missing or of another size "
         f"(model.safetensors) {fix}"
     )
+
+
+def test_inspect_site_fails_the_unprepared_teacher_and_counts_its_room(hub, prepare, monkeypatch):
+    from tests.prepare.test_inspect import local_run
+
+    monkeypatch.setattr(insp, "run", local_run([]))
+    monkeypatch.setenv("BENCH_DRIVER", "/stub/recorder")
+    _snapshot(hub, TEACHER, TEACHER_COMMIT)
+    over = [*OPD, f"experiment.teachers=[{BY_CHECKPOINT}]", "cluster=testbed", *hub["site"],
+            f"results_dir={hub['tmp'] / 'results'}"]  # fmt: skip
+    cfgs = {"verl": for_framework(over, "verl")}
+    checks = insp.inspect_site(cfgs, {"verl": 3})
+    storage = next(c for c in checks if c.name.startswith("model_root"))
+    # Qwen3-8B's 8.2 B and Qwen3-0.6B's 0.6 B parameters at 2 bytes (conf/model)
+    assert storage.detail.endswith(
+        f"(needs 17.6 GB: Qwen/Qwen3-8B, teacher {TEACHER} in BF16, not yet cached)"
+    )
+    names = [c.name for c in checks if c.ok is False and not c.name.startswith("rules")]
+    assert names == ["data verl", "model Qwen/Qwen3-8B", f"teacher experiment.teachers[0] {TEACHER}"]
+    _ok(prepare(*OPD, f"experiment.teachers=[{BY_CHECKPOINT}]", "cluster=testbed", "framework=verl"))
+    after = insp.inspect_site(cfgs, {"verl": 3})
+    assert [c.line() for c in after if c.ok is False and not c.name.startswith("rules")] == []
+    assert f"ok    teacher experiment.teachers[0] {TEACHER}: 3 files at {hub['models'] / TEACHER}" in [
+        c.line() for c in after
+    ]
