@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.report.diagnose import diagnose, resources
-from bench.report.load import ReportError, load_attempts, resolved_config
+from bench.report.diagnose import diagnose, run_resources
+from bench.report.load import ReportError, load_attempts
 
 __all__ = ["ReportError", "build", "main"]
 
@@ -44,7 +44,7 @@ def build(result_dirs: list[Path | str], out_dir: Path | str, all_runs: bool = F
     series = fork_map(load_series, runs)
     summary = _with_evidence(summary, series, runs)
     verdicts = [
-        diagnose(_numbers(summary, i), resources(resolved_config(r.manifest))) for i, r in enumerate(runs)
+        diagnose(_numbers(summary, i), run_resources(r.manifest)) for i, r in enumerate(runs)
     ]
     ledgers = [_ledger(summary, i, s) for i, s in enumerate(series)]
     figs = figures.render_all(runs, series, summary, out) if runs else []
@@ -101,7 +101,7 @@ def _with_evidence(summary, series, runs=None):
     }
     cols["trained_response_tokens"] = [s.trained_response_tokens for s in series]
     for i, r in enumerate(runs or []):
-        if resources(resolved_config(r.manifest)).placement == "colocated":
+        if run_resources(r.manifest).placement == "colocated":
             cols["generator_idle_frac"][i] = None
             r.missing["generator_idle_frac"] = COLOCATED
         for k, why in REPORT_MISSING.items():

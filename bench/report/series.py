@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from bench.report.diagnose import resources
+from bench.report.diagnose import run_resources
 from bench.report.evidence import rollout_evidence, step_evidence
 from bench.report.load import Run, resolved_config
 from bench.trace import TraceError, read_rollouts, read_steps
@@ -118,7 +118,7 @@ def _steps(run: Run, s: Series) -> None:
     df["consumption_per_s"] = df["samples"] / busy
     df["trainer_idle"] = (df["wait_s"] / step_s).clip(0, 1)
     df["generator_idle"] = (1 - df["gen_s"] / step_s).clip(0, 1)
-    if resources(resolved_config(run.manifest)).placement == "colocated":
+    if run_resources(run.manifest).placement == "colocated":
         # One GPU pool: gen_s is the generation phase of the step, not a separate pool's busy time.
         df["generator_idle"] = np.nan
         s.evidence["generator_idle_frac"] = None
