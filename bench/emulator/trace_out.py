@@ -6,8 +6,6 @@ aborted and resumed has a `resumed` row, then its final row)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -43,7 +41,7 @@ def step_rows(r: Result) -> list[dict]:
     generated = _per_window(edges, seg["t_finish"], seg["tokens"])
     rows = []
     for i, s in enumerate(r.steps):
-        row = asdict(s)
+        row = dict(vars(s))  # StepRow's fields are scalars: asdict's deep copy cost 0.1 ms a step
         row["step_s"] = s.t_end_s - s.t_start_s
         row["dispatched_samples"] = int(dispatched[i])
         row["discarded_samples"] = int(discarded[i])
