@@ -43,9 +43,7 @@ def build(result_dirs: list[Path | str], out_dir: Path | str, all_runs: bool = F
     summary = full.iloc[ran].reset_index(drop=True)
     series = fork_map(load_series, runs)
     summary = _with_evidence(summary, series, runs)
-    verdicts = [
-        diagnose(_numbers(summary, i), run_resources(r.manifest)) for i, r in enumerate(runs)
-    ]
+    verdicts = [diagnose(_numbers(summary, i), run_resources(r.manifest)) for i, r in enumerate(runs)]
     ledgers = [_ledger(summary, i, s) for i, s in enumerate(series)]
     figs = figures.render_all(runs, series, summary, out) if runs else []
     csv = full.merge(summary[["path", *EVIDENCE_KEYS]], on="path", how="left")
