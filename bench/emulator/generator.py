@@ -101,6 +101,7 @@ class Pool:
     def __init__(self, engines: int, group_size: int):
         self.E, self.G = engines, group_size
         self.rate: list[float] = [1.0]  # per-sequence tokens/s, indexed by decode batch size (set_load)
+        self.top = 0  # the largest batch the rate table holds: len(rate) - 1
         self.limit = group_size  # rollouts an engine holds (KV capacity / sequence length, capped)
         self.V = [0.0] * engines
         self.t_e = [0.0] * engines
@@ -126,7 +127,7 @@ class Pool:
         to t first: the Loop changes the load when a weight sync lands, and the sync's pause has
         already brought every engine to t; an event scheduled at the old rate that comes early (the
         rate falls as contexts grow) reschedules itself."""
-        self.limit, self.rate = concurrency, rate
+        self.limit, self.rate, self.top = concurrency, rate, len(rate) - 1
 
     def prepare(self, work: np.ndarray, delay: np.ndarray) -> None:
         """Each drawn group's shape at today's nominal rate (vectorised group_shape())."""
@@ -144,11 +145,14 @@ class Pool:
         if dt > 0:
             b = self.B[e]
             if b > 1e-9:
-                self.V[e] += self.rate[min(int(b + 0.5), len(self.rate) - 1)] * dt
+                i = int(b + 0.5)
+                self.V[e] += self.rate[i if i < self.top else self.top] * dt
             self.t_e[e] = t
 
     def _rate(self, e: int) -> float:
-        return self.rate[min(max(int(self.B[e] + 0.5), 1), len(self.rate) - 1)]
+        i = int(self.B[e] + 0.5)
+        i = 1 if i < 1 else i
+        return self.rate[i if i < self.top else self.top]  # min(max(i, 1), top), without the calls
 
     def _reschedule(self, e: int) -> None:
         h, groups = self.e_heap[e], self.groups
