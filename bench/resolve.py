@@ -71,6 +71,7 @@ class Resolved:
     gpus_per_node: int  # of the cluster
     trainer_dp: int  # data-parallel size: trainer GPUs / (tp x pp x cp); 0 when it does not divide
     trainer_bytes_per_gpu: float  # weights + grads + optimizer per trainer GPU, before activations
+    trainer_offloaded_bytes_per_gpu: float  # of those, what experiment.trainer.offload_* keep on the host
     engine_gpus: int  # GPUs of one generation engine: tp x dp (EP runs inside the engine)
     engines: int  # generator GPUs / engine GPUs (floored)
     engine_weight_bytes: float  # all weights resident on one engine at the generation dtype
@@ -125,6 +126,7 @@ class Resolved:
             gpus_per_node=gpn,
             trainer_dp=trainer.gpus // mp if mp > 0 and trainer.gpus % mp == 0 else 0,
             trainer_bytes_per_gpu=trainer_bytes_per_gpu(cfg),
+            trainer_offloaded_bytes_per_gpu=trainer_offloaded_bytes_per_gpu(cfg),
             engine_gpus=engine_gpus,
             engines=int(e.generator_gpus) // engine_gpus if engine_gpus > 0 else 0,
             engine_weight_bytes=weights,
@@ -226,11 +228,26 @@ def kv_bytes_per_token(model: Any, gen: Any) -> float:
 
 
 def trainer_bytes_per_gpu(cfg: Any) -> float:
-    """Weights + gradients + optimizer state per trainer GPU (bytes), activations excluded."""
+    """Weights + gradients + optimizer state per trainer GPU (bytes), activations excluded: what
+    stays on the GPU (experiment.trainer.offload_* keep the rest in host memory)."""
+    t = cfg.experiment.trainer
+    wg = 0.0 if t.offload_params else BYTES_WEIGHTS_GRADS
+    return _trainer_state_bytes(cfg, wg, 0.0 if t.offload_optimizer else BYTES_OPTIMIZER)
+
+
+def trainer_offloaded_bytes_per_gpu(cfg: Any) -> float:
+    """Of a trainer GPU's state, what experiment.trainer.offload_* keep in host memory (bytes):
+    loaded for the update and put back."""
+    t = cfg.experiment.trainer
+    wg = BYTES_WEIGHTS_GRADS if t.offload_params else 0.0
+    return _trainer_state_bytes(cfg, wg, BYTES_OPTIMIZER if t.offload_optimizer else 0.0)
+
+
+def _trainer_state_bytes(cfg: Any, wg: float, opt: float) -> float:
+    """Per trainer GPU, `wg` bytes a parameter of weights + grads and `opt` of optimizer state, sharded
+    as the trainer shards them (bytes)."""
     m, t, n = cfg.model, cfg.experiment.trainer, max(1, int(cfg.experiment.trainer_gpus))
     p = param_counts(m)["total"]
-    opt = 0.0 if t.offload_optimizer else BYTES_OPTIMIZER
-    wg = 0.0 if t.offload_params else BYTES_WEIGHTS_GRADS
     if t.sharding == "fsdp":
         return p * (wg + opt) / n
     # Megatron: dense weights split over TP x PP, experts over EP x PP; the distributed optimizer

@@ -15,7 +15,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from bench import flops
-from bench.resolve import BYTES_OPTIMIZER, BYTES_WEIGHTS_GRADS, Resolved
+from bench.resolve import Resolved
 
 
 def plain_model(model: Any) -> SimpleNamespace:
@@ -199,20 +199,14 @@ def handoff_s(cfg: Any, r: Resolved) -> float:
     0 when disaggregated."""
     if not r.colocated:
         return 0.0
-    fw, ex, em = cfg.framework, cfg.experiment, cfg.emulator
+    fw, em = cfg.framework, cfg.emulator
     measured = em.get("handoff_measured_s") if em.get("handoff_measured_on") == fw.name else None
     stated = fw.get("handoff_fixed_s")
     fixed = float(next(v for v in (measured, stated, em.handoff_fixed_s) if v is not None))
-    offloaded = 0.0
-    if fw.get("offloads_trainer", False):
-        offloaded = r.trainer_bytes_per_gpu
-    elif ex.trainer.offload_params or ex.trainer.offload_optimizer:
-        # what the experiment keeps on the host is loaded for the update and put back (FSDP-sharded)
-        p = flops.param_counts(plain_model(cfg.model))["total"] / r.trainer.gpus
-        offloaded = p * (
-            (BYTES_WEIGHTS_GRADS if ex.trainer.offload_params else 0.0)
-            + (BYTES_OPTIMIZER if ex.trainer.offload_optimizer else 0.0)
-        )
+    # the framework moves the whole resident trainer state; else what the experiment offloads is
+    # loaded for the update and put back (both sharded as the trainer shards them: bench.resolve)
+    offloads = fw.get("offloads_trainer", False)
+    offloaded = r.trainer_bytes_per_gpu if offloads else r.trainer_offloaded_bytes_per_gpu
     if offloaded == 0.0:
         return fixed
     host = float(cfg.hardware.get("host_gbps") or 0.0)
