@@ -105,18 +105,6 @@ def set_point(
     return c
 
 
-def with_split(
-    cfg: Any,
-    trainer: int,
-    generator: int,
-    bound: int | None = None,
-    inflight: float | None = None,
-    seed: int | None = None,
-) -> Any:
-    """A copy of cfg at one point of the plan."""
-    return set_point(copy.deepcopy(cfg), trainer, generator, bound, inflight, seed)
-
-
 def valid_splits(cfg: Any, total: int) -> list[tuple[int, int]]:
     """(trainer, generator) GPU splits of `total` that bench.validate accepts, generator ascending.
 
@@ -452,7 +440,7 @@ def candidate_splits(s: Setup) -> list[tuple[int, int]]:
         why = (
             "one engine leaves no trainer GPU"
             if s.total <= engine
-            else f"at {s.total - g}:{g}: {validate(with_split(s.cfg, s.total - g, g))[0]}"
+            else f"at {s.total - g}:{g}: {validate(set_point(copy.deepcopy(s.cfg), s.total - g, g))[0]}"
         )
         raise UsageError(
             f"gpus={s.total}: no trainer:generator split passes bench validate (engines of {engine} GPUs; "

@@ -144,6 +144,12 @@ _FIG_KEYS = {
 _INPUT_KEYS = {"value", "unit", "source", "figure", "kind", "key"}
 
 
+def _known_keys(d: dict, allowed: Any, where: str) -> None:
+    unknown = set(d) - set(allowed)
+    if unknown:
+        raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected {sorted(allowed)}")
+
+
 def _need(d: dict, key: str, where: str, kind: type | tuple[type, ...]) -> Any:
     if key not in d:
         raise SpecError(f"{where}: key {key!r} missing")
@@ -171,9 +177,7 @@ def _parse_inputs(raw_inputs: dict[str, Any], where: str) -> dict[str, Input]:
             val = {"value": val}
         if not isinstance(val, dict):
             raise SpecError(f"{w}: expected a number or {{value, unit, source}}")
-        unknown = set(val) - _INPUT_KEYS
-        if unknown:
-            raise SpecError(f"{w}: unknown key(s) {sorted(unknown)}; expected {sorted(_INPUT_KEYS)}")
+        _known_keys(val, _INPUT_KEYS, w)
         kind = str(val.get("kind", "published"))
         if kind not in INPUT_KINDS:
             raise SpecError(f"{w}: kind={kind!r}; expected one of {INPUT_KINDS}")
@@ -196,9 +200,7 @@ def parse_case(raw: Any, path: Path) -> Case:
     where = str(path)
     if not isinstance(raw, dict):
         raise SpecError(f"{where}: expected a mapping at the top level")
-    unknown = set(raw) - _CASE_KEYS
-    if unknown:
-        raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; expected {sorted(_CASE_KEYS)}")
+    _known_keys(raw, _CASE_KEYS, where)
     ours = _need(raw, "ours", where, str)
     if ours not in OURS_KINDS:
         raise SpecError(f"{where}: ours={ours!r}; expected one of {OURS_KINDS}")
@@ -208,9 +210,7 @@ def parse_case(raw: Any, path: Path) -> Case:
         w = f"{where}: figures[{i}]"
         if not isinstance(f, dict):
             raise SpecError(f"{w}: expected a mapping")
-        unknown = set(f) - _FIG_KEYS
-        if unknown:
-            raise SpecError(f"{w}: unknown key(s) {sorted(unknown)}; expected {sorted(_FIG_KEYS)}")
+        _known_keys(f, _FIG_KEYS, w)
         fid = _need(f, "id", w, str)
         w = f"{where}: figure {fid!r}"
         if fid in seen:

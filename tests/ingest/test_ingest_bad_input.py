@@ -82,15 +82,8 @@ def test_unknown_framework_lists_the_known_ones(tmp_path, opd_results):
 def test_given_values_that_contradict_the_logs_are_refused_naming_both(tmp_path, opd_results):
     """The new user's mistake of issue 13: experiment=smoke (Qwen3-8B, 8 + 8 GPUs) on the 2 x H100
     Qwen3-0.6B run is refused, every contradiction named with the logged value and its line."""
-    p = _cli(
-        "--framework",
-        "verl",
-        "--logs",
-        str(opd_results / "verl"),
-        "--out",
-        str(tmp_path / "run"),
-        "experiment=smoke",
-    )
+    verl = ("--framework", "verl", "--logs", str(opd_results / "verl"), "--out", str(tmp_path / "run"))
+    p = _cli(*verl, "experiment=smoke")
     assert p.returncode == 2
     errors = _errors(p)
     assert "error: workload.prompts_per_step=64 (given) contradicts the logs: 8 (config.yaml:467)" in errors
@@ -99,15 +92,7 @@ def test_given_values_that_contradict_the_logs_are_refused_naming_both(tmp_path,
         e.startswith("error: model=qwen3_8b (given) contradicts the logs: qwen3_0_6b (") for e in errors
     )
     assert not (tmp_path / "run").exists()
-    p = _cli(
-        "--framework",
-        "verl",
-        "--logs",
-        str(opd_results / "verl"),
-        "--out",
-        str(tmp_path / "run"),
-        "workload.group_size=8",
-    )
+    p = _cli(*verl, "workload.group_size=8")
     assert _errors(p) == ["error: workload.group_size=8 (given) contradicts the logs: 16 (config.yaml:295)"]
 
 
