@@ -40,6 +40,7 @@ from typing import Any
 import pandas as pd
 
 from bench.reproduce.spec import Case, Context, Figure, NotReproducible, Outcome, SpecError, import_dep
+from bench.resolve import Resolved
 
 # phases a figure may take: steps.parquet columns (s), and tokens_per_s_per_gpu computed from three
 PHASES = ("gen_s", "wait_s", "logprob_s", "compute_s", "sync_s", "step_s", "tokens_per_s_per_gpu")
@@ -107,16 +108,8 @@ def phase_means(steps: pd.DataFrame, cfg: Any, skip: int) -> dict[str, float]:
     # over the window (total tokens / total time), not a mean of per-step ratios: an async run's
     # steps alternate long and short as batches fill in waves, and short steps would dominate
     tokens = float((steady.prompt_tokens + steady.response_tokens).sum())
-    out["tokens_per_s_per_gpu"] = tokens / float(steady.step_s.sum()) / _job_gpus(cfg)
+    out["tokens_per_s_per_gpu"] = tokens / float(steady.step_s.sum()) / Resolved.from_config(cfg).total_gpus
     return out
-
-
-def _job_gpus(cfg: Any) -> int:
-    """Every GPU of the job: the pool when colocated, trainer + generator GPUs when not."""
-    ex = cfg.experiment
-    if str(ex.placement).endswith("colocated"):
-        return int(ex.trainer_gpus)
-    return int(ex.trainer_gpus) + int(ex.generator_gpus)
 
 
 def _compose(overrides: list[str]) -> Any:

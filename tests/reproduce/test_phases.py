@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 
 from bench.reproduce import phases, table
 from bench.reproduce.spec import PUBLISHED_DIR, Context, SpecError, load_case, load_cases
+from bench.resolve import Resolved
 
 # verl docs/advance/one_step_off.md at e55d143181568d5232e4c2c6ba0d3a2ea1f7ebcd, "Experimental Results":
 ONE_STEP_OFF = """
@@ -92,7 +93,7 @@ def test_nemo_numbers_are_the_performance_summary():
     by_id = {f.id: f for f in case.figures}
     for fid, gpus in (("on_policy_step", 32), ("one_off_step", 32), ("eight_off_step", 192)):
         cfg = phases.configs(case, by_id[fid])[0]
-        assert phases._job_gpus(cfg) == gpus
+        assert Resolved.from_config(cfg).total_gpus == gpus
 
 
 def _case_inputs_match(case, composed: dict) -> int:
