@@ -133,9 +133,34 @@ def plan(run_dir: Path, given: list[str], out: Path) -> tuple[Any, dict[str, Any
         "replay": replay,
         "calibration": str(Path(cal_file).resolve()),
         "given": rest,
+        "chosen": chosen_inputs(cfg),
         "measured": figures(steps),
     }
     return cfg, predicted_from, text
+
+
+def chosen_inputs(cfg: Any) -> list[str]:
+    """Inputs of the prediction that the calibration did not fit and the run did not log: the
+    target framework's stated costs and the site inputs its paths need, each `key = value (why)`."""
+    from bench.emulator.costmodel import sync_path
+    from bench.resolve import Resolved
+
+    r, em, fw = Resolved.from_config(cfg), cfg.emulator, cfg.framework
+    out = []
+    if sync_path(cfg, r) == "filesystem":
+        out.append(
+            f"emulator.filesystem_gbps = {em.filesystem_gbps:g} (site input: {fw.name} syncs weights by filesystem)"
+        )
+    if r.colocated and em.get("handoff_measured_on") != fw.name:
+        stated = fw.get("handoff_fixed_s")
+        out.append(
+            f"framework.handoff_fixed_s = {stated:g} ({fw.name}'s conf: its sleep + wake)"
+            if stated is not None
+            else f"emulator.handoff_fixed_s = {em.handoff_fixed_s:g} (default: {fw.name} states no sleep + wake)"
+        )
+    if r.teachers:
+        out.append(f"emulator.score_fixed_s = {em.score_fixed_s:g} (default: per scoring batch)")
+    return out
 
 
 def _with_fitted(
@@ -190,6 +215,8 @@ def main(argv: list[str]) -> int:
             err = p["replay_error"][k]
             line += f", measured {_fmt(meas)}" + (f", replay error {err:+.1%}" if err is not None else "")
         print(line)
+    for c in p["chosen"]:
+        print(f"  chosen, not fitted or logged: {c}", file=sys.stderr)
     if p["replay"]:
         print("  (a replay: its error is the model's floor on this run)", file=sys.stderr)
     return 0
