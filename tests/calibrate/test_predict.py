@@ -96,5 +96,7 @@ def test_a_given_calibration_file_is_used_and_recorded(verl_run, tmp_path):
     fitted = {k: v["value"] for k, v in yaml.safe_load(cal.read_text())["values"].items()}
     assert m["config"]["emulator"]["decode_step_floor_s"] == fitted["emulator.decode_step_floor_s"]
     # slime's sleep + wake is its conf's, neither fitted on verl's run nor logged by it: said so
-    assert m["predicted_from"]["chosen"] == ["framework.handoff_fixed_s = 5.98 (slime's conf: its sleep + wake)"]
+    assert m["predicted_from"]["chosen"] == [
+        "framework.handoff_fixed_s = 5.98 (slime's conf: its sleep + wake)"
+    ]
     assert m["config"]["emulator"]["trainer_mfu"] == fitted["emulator.trainer_mfu"]
