@@ -5,7 +5,7 @@ CLUSTER ?= local
 MODE    ?= emulate
 ARGS    ?=
 
-.PHONY: setup bench report reproduce testbed-up testbed-down testbed-status test lint clean
+.PHONY: setup bench report reproduce testbed-up testbed-down testbed-status test fixtures lint clean
 
 .venv/.installed: pyproject.toml
 	python3 -m venv .venv
@@ -36,6 +36,12 @@ testbed-status: setup
 
 test: setup
 	$(PY) -m pytest $(ARGS)
+
+# The real-log fixtures the tests read, from their public repositories at pinned commits (needs the
+# network), verified against bench/fixtures.lock.json; written to $RLBENCH_FIXTURES (default
+# ../shared/fixtures) and $RLBENCH_CORPUS (default ../shared/corpus). Tests skip without them.
+fixtures: setup
+	$(PY) -m bench.fixtures $(ARGS)
 
 lint: setup
 	$(PY) -m ruff check bench runners tests benchmarks

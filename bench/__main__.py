@@ -10,6 +10,7 @@ import importlib
 import sys
 
 from bench.errors import EXIT_USAGE, UsageError
+from bench.redact import redact_text
 
 # command -> "module:function"; each stage stays importable and testable on its own
 COMMANDS = {
@@ -28,7 +29,9 @@ COMMANDS = {
     "predict": ("bench.predict:main", "emulate a measured run under another framework with its calibration"),
     "plan": ("bench.plan:main", "sweep the generator:trainer split by emulation and recommend one"),
     "report": ("bench.report:main", "comparison report from run directories"),
+    "compare": ("bench.compare:main", "what changed between two runs, and whether it is beyond noise"),
     "reproduce": ("bench.reproduce:main", "recompute published figures"),
+    "probe": ("bench.probe:main", "measure a node with plain PyTorch; probe fit / probe check: its hardware profile"),
     "testbed": ("bench.testbed:main", "local multi-node Slurm testbed: up | down | status"),
 }
 
@@ -49,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(getattr(importlib.import_module(module), func)(argv[1:]) or 0)
     except UsageError as e:  # the user's input is wrong: its line(s), no traceback
-        for line in str(e).splitlines():
+        for line in redact_text(str(e)).splitlines():  # it may echo an override that holds a secret
             print(f"error: {line}", file=sys.stderr)
         return EXIT_USAGE
 

@@ -27,7 +27,6 @@ Fits (steady steps = every step after the first, which holds start-up and compil
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
@@ -50,12 +49,13 @@ from bench.calibrate_fit import (
     fit_sync,
     fit_trainer,
 )
+from bench.config import CONF_DIR
 from bench.errors import UsageError
 
 # What the fits need from the run's configuration, and how a user gives it.
 NEEDS = {
     "model": "model=<conf/model name>",
-    "hardware": "hardware=<conf/hardware name>",
+    "hardware": "hardware=<" + "|".join(sorted(p.stem for p in (CONF_DIR / "hardware").glob("*.yaml"))) + ">",
     "experiment.placement": "experiment.placement=colocated|disaggregated",
     "experiment.trainer_gpus": "experiment.trainer_gpus=N",
     "experiment.generator_gpus": "experiment.generator_gpus=N",
@@ -66,6 +66,9 @@ CARRIED = (
     "experiment.placement",
     "experiment.trainer_gpus",
     "experiment.generator_gpus",
+    "experiment.trainer.tp",
+    "experiment.trainer.pp",
+    "experiment.trainer.ep",
     "experiment.generator.tp",
     "experiment.generator.dp",
     "experiment.generator.ep",
@@ -126,8 +129,8 @@ def known_setup(manifest: dict[str, Any]) -> dict[str, str]:
     """The run's configuration as override values (key -> value), from manifest inferred/config."""
     inferred, config = manifest.get("inferred") or {}, manifest.get("config") or {}
     out: dict[str, str] = {}
-    for group in ("model", "hardware"):
-        stem = (inferred.get(group) or {}).get("value") or _conf_name(
+    for group, entry in (("model", "model_arch"), ("hardware", "hardware")):  # the conf entries
+        stem = (inferred.get(entry) or {}).get("value") or _conf_name(
             group, (config.get(group) or {}).get("name")
         )
         if stem:
@@ -333,14 +336,31 @@ def to_yaml(fits: list[Fit], falls: list[Fallback], header: dict[str, Any]) -> s
 
 def main(argv: list[str]) -> int:
     """`python -m bench calibrate RUN_DIR [--out FILE] [key=value ...]`: fit, write the YAML."""
+    from bench.cli import add_overrides, command_parser
     from bench.trace import atomic_path
 
-    ap = argparse.ArgumentParser(prog="python -m bench calibrate", description=main.__doc__.splitlines()[0])
-    ap.add_argument("run_dir", type=Path, help="a measured (or emulated) run directory")
+    ap = command_parser(
+        "calibrate",
+        "Fit the emulator's inputs (response-length shape, trainer MFU, log-prob passes, decode bandwidth, "
+        "weight-sync time, environment latency) to a measured run; an input the run cannot support keeps "
+        "its documented default, with the reason.",
+        "RUN_DIR (manifest.json, trace/, metrics.json: a run from bench ingest, run or emulate), conf/ "
+        "and the overrides.",
+        "the calibration YAML --out (new; default RUN_DIR/calibration.yaml), applied with "
+        "calibration=FILE on bench emulate, run and predict.",
+        ["python -m bench calibrate results/opd/verl hardware=h100_sxm --out /tmp/verl-calibration.yaml"],
+    )
+    ap.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a measured (or emulated) run directory")
     ap.add_argument("--out", type=Path, help="calibration YAML to write (default RUN_DIR/calibration.yaml)")
-    args, given = ap.parse_known_args(argv)
+    add_overrides(ap, "what the run's manifest lacks, e.g. hardware=h100_sxm")
+    args = ap.parse_intermixed_args(argv)
+    given = args.overrides
     out = args.out or args.run_dir / "calibration.yaml"
-    if out.exists():
+    if args.out is not None:
+        from bench.outdir import check_out
+
+        check_out(out, "calibrate", is_file=True)
+    elif out.exists():  # the default, beside the run's own files
         raise UsageError(
             f"--out {out}: already exists; a calibration is never overwritten, choose a new --out"
         )
@@ -352,9 +372,14 @@ def main(argv: list[str]) -> int:
         raise UsageError(
             f"{args.run_dir}: no input could be fitted: " + "; ".join(f"{f.key}: {f.reason}" for f in falls)
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(out) as tmp:
-        tmp.write_text(to_yaml(fits, falls, header))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(out) as tmp:
+            tmp.write_text(to_yaml(fits, falls, header))
+    except OSError as e:  # a full or read-only disk: one line naming --out
+        from bench.outdir import os_refusal
+
+        raise os_refusal(out, e) from None
     for f in fits:
         print(f"fitted {f.key} = {f.value} (residual {f.residual:.3g} {f.residual_unit})")
     for f in falls:

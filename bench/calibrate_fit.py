@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.cli import counted
+
 MIN_STEADY = 3  # steady steps a regression needs
 # A decode that would need less than this share of HBM bandwidth is latency-bound (a decision:
 # bandwidth-bound decode batches reach tens of percent of it; the opd runs would imply 2-7%)
@@ -370,7 +372,7 @@ def fit_env(rollouts: pd.DataFrame, run: str) -> Fit:
     """Environment (tool, reward, scoring) seconds per turn of the trained rollouts."""
     used = rollouts.dropna(subset=["env_s", "turns"])
     per_turn = (used.env_s / used.turns.clip(lower=1)).to_numpy(float)
-    on = f"{run} trace/rollouts.parquet env_s / turns ({len(per_turn)} rollouts)"
+    on = f"{run} trace/rollouts.parquet env_s / turns ({counted(len(per_turn), 'rollout')})"
     return Fit(
         "workload.env_latency_mean_s",
         round(float(per_turn.mean()), 4),

@@ -12,14 +12,17 @@ Units are in the field names: `_gb` (1e9 bytes), `_tbps` (1e12 bytes/s), `_gbps`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+import re
+from dataclasses import dataclass, field, is_dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, get_origin, get_type_hints
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from bench import hwprofile
 from bench.errors import UsageError
 from bench.overrides import Schema
 
@@ -102,6 +105,9 @@ class HardwareConf:
     host_gbps: float = 0.0  # GPU <-> host memory per GPU, one way, GB/s (PCIe / C2C); 0: unknown
     gpus_per_node: int = 8
     tco: TCOConf = field(default_factory=TCOConf)
+    # measured hardware profile (`bench probe fit`) the emulator's physics read, relative to
+    # conf/hardware/; None: the datasheet figures above (top-level `hardware_profile=FILE` wins)
+    profile: str | None = None
 
 
 class Algorithm(str, Enum):
@@ -112,6 +118,17 @@ class Algorithm(str, Enum):
     # forward over prompt + response returning per-token log-probs); the loss is the sampled-token
     # reverse KL against the teacher, with coefficient workload.kl_coef. No task reward is needed.
     opd = "opd"
+    # Advantage estimators an ingested run may have logged (verl's algorithm.adv_estimator), kept
+    # by name so calibrate / predict / plan carry what ran; the emulator models them as grpo does
+    # (a task reward, no teacher; gae's critic update is not modelled separately).
+    gae = "gae"
+    gpg = "gpg"
+    rloo = "rloo"
+    remax = "remax"
+    reinforce_plus_plus = "reinforce_plus_plus"
+    reinforce_plus_plus_baseline = "reinforce_plus_plus_baseline"
+    opo = "opo"
+    grpo_passk = "grpo_passk"
 
 
 @dataclass
@@ -317,6 +334,9 @@ class BenchConf:
     emulator: EmulatorConf = field(default_factory=EmulatorConf)
     mode: str = "emulate"  # emulate | native
     results_dir: str = "results"
+    # a PROFILE.yaml from `bench probe fit` (relative to the working directory) whose measured physics
+    # the emulator uses instead of the datasheet; None: hardware.profile, else the datasheet
+    hardware_profile: str | None = None
 
 
 def register() -> None:
@@ -353,13 +373,144 @@ def compose(overrides: list[str] | tuple[str, ...] = ()) -> Any:
 
     overrides = expand_calibration(list(overrides))
     SCHEMA.check(overrides)
+    bare_list_check(overrides)
     if GlobalHydra.instance().is_initialized():
         GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            return hydra_compose(config_name="config", overrides=overrides)
+            cfg = hydra_compose(config_name="config", overrides=overrides)
     except (HydraException, OmegaConfBaseException) as e:
         raise UsageError(SCHEMA.error_line(e)) from e
+    if problems := value_problems(cfg):
+        raise UsageError("\n".join(problems))
+    return cfg
+
+
+def non_finite(data: Any, prefix: str, strings: bool = False) -> list[str]:
+    """`key=value: expected a finite number` for every NaN or infinite number in `data` (plain
+    dicts, lists and scalars), keys dotted from `prefix` (list items as `[i]`). With `strings`, a
+    string that reads as a float ("nan", "inf", "-Infinity") counts too: where only numbers belong
+    (a calibration's values), YAML hands those over as text."""
+    if isinstance(data, dict):
+        return [
+            p for k, v in data.items() for p in non_finite(v, f"{prefix}.{k}" if prefix else str(k), strings)
+        ]
+    if isinstance(data, list | tuple):
+        return [p for i, v in enumerate(data) for p in non_finite(v, f"{prefix}[{i}]", strings)]
+    number = data
+    if strings and isinstance(data, str):
+        try:
+            number = float(data)
+        except ValueError:
+            return []
+    if isinstance(number, float) and not math.isfinite(number):
+        return [f"{prefix}={data}: expected a finite number"]
+    return []
+
+
+def expected_range(v: Any, lo: float, lo_ok: bool, hi: float | None = None, hi_ok: bool = True) -> str | None:
+    """`expected ...` when `v` is not a finite number in the range (lo and hi included when
+    lo_ok / hi_ok; hi None: no upper bound), None when it is. Written as "inside" tests, so NaN
+    (every comparison false) is outside: an "outside" test (`v < lo`) would let NaN through."""
+    inside = (
+        isinstance(v, int | float)
+        and math.isfinite(v)
+        and (v >= lo if lo_ok else v > lo)
+        and (hi is None or (v <= hi if hi_ok else v < hi))
+    )
+    if inside:
+        return None
+    if hi is None:
+        return f"expected {'>=' if lo_ok else '>'} {lo}"
+    return f"expected in {'[' if lo_ok else '('}{lo}, {hi}{']' if hi_ok else ')'}"
+
+
+def number_arg(lo: float, lo_ok: bool, kind: type = float) -> Any:
+    """argparse `type=` for a numeric flag (`--timeout`, `--max-points`): a finite `kind` in the range
+    from `lo` (argparse prints the line, exit 2); `float("nan")` would otherwise be taken as given."""
+    import argparse
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: expected a {'whole ' * (kind is int)}number"
+            ) from None
+        if want := expected_range(value, lo, lo_ok):
+            raise argparse.ArgumentTypeError(f"{text}: {want}")
+        return value
+
+    return parse
+
+
+# experiment.name names results/<experiment>/ (and Slurm job names): one path segment, never `..`,
+# `/`, empty or a leading `-` (read as a flag by sbatch and shells)
+EXPERIMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+NAME_RULE = (
+    "expected one path segment of at most 100 letters, digits, '.', '_' or '-', starting with a "
+    "letter or digit (it names results/<experiment>/)"
+)
+
+
+def value_problems(cfg: Any) -> list[str]:
+    """What the schema's types cannot say, for every command that composes: every number is
+    finite (NaN and inf pass every range check and reach native launches), experiment.name is one
+    path segment, experiment.frameworks lists each framework once. Ranges: bench/validate.py."""
+    from omegaconf import OmegaConf
+
+    # unresolved: an interpolation is checked where its value lives, and an unset one fails later, named
+    out = non_finite(OmegaConf.to_container(cfg, resolve=False, throw_on_missing=False), "")
+    e = cfg.experiment
+    name = OmegaConf.select(e, "name", throw_on_missing=False)
+    if not isinstance(name, str) or not EXPERIMENT_NAME.fullmatch(name):
+        out.append(f"experiment.name={name!r}: {NAME_RULE}, e.g. experiment.name=smoke_lr_sweep")
+    frameworks = [str(f) for f in e.frameworks]
+    shown = f"experiment.frameworks=[{','.join(frameworks)}]"
+    if not frameworks:
+        out.append(
+            f"{shown}: expected at least one framework, e.g. experiment.frameworks=[verl] "
+            f"(choose from {', '.join(group_options('framework'))})"
+        )
+    elif twice := sorted({f for f in frameworks if frameworks.count(f) > 1}):
+        once = ",".join(dict.fromkeys(frameworks))
+        out.append(
+            f"{shown}: {', '.join(twice)} listed twice; list each framework once: experiment.frameworks=[{once}]"
+        )
+    try:  # the file is read and matched to hardware.name here, before any command writes
+        hwprofile.for_config(cfg)
+    except UsageError as e:
+        out.append(str(e))
+    return out
+
+
+def bare_list_check(overrides: list[str]) -> None:
+    """UsageError for a list-typed key given one bare value (`experiment.frameworks=verl`), with
+    the fix (`=[verl]`); Hydra's own words ("str is not a ListConfig") do not say it."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    for text in overrides:
+        o = parser.parse_override(text)  # SCHEMA.check parsed each already: this cannot fail
+        if o.is_sweep_override() or o.package is not None or not _is_list_field(o.key_or_group):
+            continue
+        value = o.value()
+        if value is not None and not isinstance(value, list | dict):
+            key = o.key_or_group
+            raise UsageError(
+                f"{key}={o.get_value_element_as_str()}: expected a list; write {key}=[{o.get_value_element_as_str()}]"
+            )
+
+
+def _is_list_field(key: str) -> bool:
+    """Whether the dotted `key` is a list-typed field of the schema (BenchConf)."""
+    t: Any = BenchConf
+    for part in key.lstrip("+").split("."):
+        hints = get_type_hints(t) if is_dataclass(t) else {}
+        if part not in hints:
+            return False
+        t = hints[part]
+    return get_origin(t) is list
 
 
 CALIBRATION = "calibration"  # calibration=FILE: a `bench calibrate` YAML, applied as overrides
@@ -398,6 +549,8 @@ def expand_calibration(overrides: list[str]) -> list[str]:
                     f"calibration={path}: values.{k}: expected an emulator.* or workload.* key with a `value`"
                 )
             val = v["value"]
+            if bad := non_finite(val, str(k), strings=True):  # named here: the override hides the file
+                raise UsageError(f"calibration={path}: values.{bad[0]}")
             shown = "{" + ",".join(f"{a}:{b}" for a, b in val.items()) + "}" if isinstance(val, dict) else val
             out.append(f"{k}={shown}")
     return out

@@ -6,14 +6,14 @@ paywalled, so every input is a documented, overridable field of conf/hardware/*.
 
 from __future__ import annotations
 
-import argparse
 import json
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
-from bench.config import CONF_DIR
+from bench.config import CONF_DIR, expected_range, non_finite
 
 HOURS_PER_YEAR = 8760.0
 
@@ -63,10 +63,26 @@ def usd_per_mtok(gpu_hours: float, usd_per_gpu_hour: float, tokens: float) -> fl
     return gpu_hours * usd_per_gpu_hour / (tokens / 1e6)
 
 
+TINKER_PRICES = CONF_DIR / "prices" / "tinker.yaml"
+
+
 @cache
-def tinker_prices() -> dict[str, dict[str, float]]:
-    """Tinker's published $/M-token prices per model (conf/prices/tinker.yaml)."""
-    return OmegaConf.to_container(OmegaConf.load(CONF_DIR / "prices" / "tinker.yaml").models)
+def tinker_prices(path: Path = TINKER_PRICES) -> dict[str, dict[str, float]]:
+    """Tinker's published $/M-token prices per model (conf/prices/tinker.yaml); UsageError naming
+    the file and the entry for a price that is not a finite number >= 0 (NaN included)."""
+    from bench.errors import UsageError
+
+    prices = OmegaConf.to_container(OmegaConf.load(path).models)
+    bad = [
+        f"models.{model}.{kind}={usd}: {want} USD per 1M tokens"
+        for model, p in prices.items()
+        for kind, usd in p.items()
+        if (want := expected_range(usd, 0, True))
+    ]
+    if bad:
+        shown = path.relative_to(CONF_DIR.parent) if path.is_relative_to(CONF_DIR.parent) else path
+        raise UsageError("\n".join(f"{shown}: {b}" for b in bad))
+    return prices
 
 
 def tinker_price_per_mtok(
@@ -85,43 +101,54 @@ def tinker_price_per_mtok(
     return {"usd": usd, "per_mtok_usd": usd / (trained_tokens / 1e6)}
 
 
-# hardware.tco inputs -> (lowest, lowest allowed?, highest or None): outside, $/GPU-hour is meaningless
+# hardware.tco inputs -> (lowest, lowest allowed?, highest or None, highest allowed?): outside,
+# $/GPU-hour is meaningless (bench.config.expected_range: NaN and inf are outside too)
 TCO_RANGES = {
-    "server_capex_usd": (0, False, None),
-    "gpus_per_server": (1, True, None),
-    "networking_capex_frac": (0, True, 1),
-    "depreciation_years": (0, False, None),
-    "cost_of_capital": (0, True, None),
-    "power_usd_per_kwh": (0, True, None),
-    "pue": (1, True, None),
-    "colo_usd_per_kw_month": (0, True, None),
-    "server_power_kw": (0, False, None),
-    "opex_other_usd_per_gpu_hour": (0, True, None),
+    "server_capex_usd": (0, False, None, True),
+    "gpus_per_server": (1, True, None, True),
+    "networking_capex_frac": (0, True, 1, False),  # 1: networking would be all of the capex
+    "depreciation_years": (0, False, None, True),
+    "cost_of_capital": (0, True, None, True),
+    "power_usd_per_kwh": (0, True, None, True),
+    "pue": (1, True, None, True),
+    "colo_usd_per_kw_month": (0, True, None, True),
+    "server_power_kw": (0, False, None, True),
+    "opex_other_usd_per_gpu_hour": (0, True, None, True),
 }
 
 
 def tco_problems(hardware: Any) -> list[str]:
     """hardware.tco inputs out of range, one line each (key=value: expected ...)."""
     out = []
-    for key, (lo, lo_ok, hi) in TCO_RANGES.items():
+    for key, (lo, lo_ok, hi, hi_ok) in TCO_RANGES.items():
         v = hardware.tco[key]
-        if (v < lo if lo_ok else v <= lo) or (hi is not None and v >= hi):
-            want = f"in [{lo}, {hi})" if hi is not None else f"{'>=' if lo_ok else '>'} {lo}"
-            out.append(f"hardware.tco.{key}={v}: expected {want} ({hardware.name})")
+        if want := expected_range(v, lo, lo_ok, hi, hi_ok):
+            out.append(f"hardware.tco.{key}={v}: {want} ({hardware.name})")
     return out
 
 
 def main(argv: list[str]) -> int:
     """`python -m bench cost hardware=h200 [hardware.tco.server_capex_usd=...]`: $/GPU-hour as JSON."""
+    from bench.cli import add_overrides, command_parser
     from bench.config import compose
     from bench.errors import UsageError
 
-    ap = argparse.ArgumentParser(prog="python -m bench cost")
-    ap.add_argument("overrides", nargs="*")
+    ap = command_parser(
+        "cost",
+        "Print the $/GPU-hour of a GPU from its TCO inputs (capital and operating costs; docs/metrics.md).",
+        "conf/hardware/<name>.yaml's tco block (hardware= picks it) and the overrides.",
+        "nothing to disk; one JSON object on stdout.",
+        ["python -m bench cost hardware=h200 hardware.tco.power_usd_per_kwh=0.12"],
+    )
+    add_overrides(ap)
     cfg = compose(ap.parse_args(argv).overrides)
     if problems := tco_problems(cfg.hardware):
         raise UsageError("\n".join(problems))
-    print(
-        json.dumps({"hardware": cfg.hardware.name, "usd_per_gpu_hour": gpu_hour_usd(cfg.hardware)}, indent=2)
-    )
+    usd = gpu_hour_usd(cfg.hardware)
+    if overflow := non_finite(usd, "usd_per_gpu_hour"):  # finite inputs whose product overflows
+        raise UsageError(
+            f"hardware.tco ({cfg.hardware.name}): {overflow[0]} (the inputs overflow a float); lower the largest"
+        )
+    # allow_nan=False: JSON has no NaN or Infinity, and a reader must never be handed one
+    print(json.dumps({"hardware": cfg.hardware.name, "usd_per_gpu_hour": usd}, indent=2, allow_nan=False))
     return 0

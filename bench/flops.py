@@ -18,7 +18,6 @@ All functions take a ModelConf node (conf/model/*.yaml) and return FLOPs (not FL
 
 from __future__ import annotations
 
-import argparse
 import json
 from typing import Any
 
@@ -207,11 +206,19 @@ def main(argv: list[str]) -> int:
     seq_len (tokens, default 4096) must be a whole number in [1, model.max_context]; anything else
     is a UsageError naming it.
     """
+    from bench.cli import add_overrides, command_parser
     from bench.config import compose
     from bench.errors import UsageError
 
-    ap = argparse.ArgumentParser(prog="python -m bench flops")
-    ap.add_argument("overrides", nargs="*", help="Hydra overrides, plus seq_len=N (tokens)")
+    ap = command_parser(
+        "flops",
+        "Print a model's training FLOPs per token at one sequence length, under the suite's convention "
+        "and verl's and prime-rl's own (docs/metrics.md says how they differ).",
+        "conf/model/<name>.yaml (model= picks it) and the overrides.",
+        "nothing to disk; one JSON object on stdout.",
+        ["python -m bench flops model=qwen3_235b_a22b seq_len=16384"],
+    )
+    add_overrides(ap, "seq_len=N: tokens per sequence (default 4096, at most model.max_context)")
     args = ap.parse_args(argv)
     seq_len, overrides = 4096, []
     for o in args.overrides:

@@ -6,8 +6,7 @@ both; a value the logs lack is taken from the user and marked "given"; anything 
 (null with the reason), never a default. The model is matched on the logged architecture (layers,
 hidden, heads, KV heads, head dim, FFN, vocab; or the total parameter count with the model class),
 else named by its path; with a full architecture and no match, FLOPs come from the logged
-architecture itself. The hardware comes from telemetry (nvidia-smi's GPU name), a suite manifest
-beside the logs, or the user.
+architecture itself. The hardware: bench/infer_hardware.py.
 """
 
 from __future__ import annotations
@@ -15,20 +14,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import yaml
 from omegaconf import OmegaConf
 
 from bench import flops
-from bench.config import CONF_DIR, ModelConf
+from bench.config import CONF_DIR, Algorithm, ModelConf
+from bench.infer_hardware import hardware_unknown
 from bench.resolve import placement_of
 from runners.run_config import Fact, Facts
 
 NOT_FLOPS = ("name", "max_context", "rope_theta")  # fields two variants of one architecture differ in
 PARAMS_TOLERANCE = 0.005  # logged vs conf/model parameter count (norms and biases are ~0.01%)
-HARDWARE_UNKNOWN = "hardware unknown: pass hardware=<name>"
 # fact -> the config key a user sets for it (experiment.trainer_gpus=8, workload.group_size=16)
 CONFIG_KEYS = {
     "group_size": "workload.group_size",
@@ -42,15 +40,7 @@ CONFIG_KEYS = {
     "gpus.hybrid": "experiment.trainer_gpus",
     "algorithm": "workload.algorithm",
 }
-ALGORITHMS = ("grpo", "gspo", "dapo", "opd")  # bench.config.Algorithm: what a config may hold
-# nvidia-smi `name` -> conf/hardware file; only names whose variant is unambiguous
-GPU_NAMES = (
-    (r"GB300", "gb300"),
-    (r"B200", "b200"),
-    (r"H200", "h200"),
-    (r"H100 80GB HBM3|H100 SXM", "h100_sxm"),
-    (r"\bH20\b", "h20"),
-)
+ALGORITHMS = tuple(a.value for a in Algorithm)  # what a config may hold
 ARCH_FIELDS = {"layers": "layers", "hidden": "hidden", "q_heads": "q_heads", "kv_heads": "kv_heads",
                "head_dim": "head_dim", "vocab": "vocab"}  # fmt: skip
 
@@ -84,10 +74,30 @@ def _total_params(model: dict[str, Any]) -> float:
     return flops.param_counts(SimpleNamespace(**model))["total"]
 
 
+# Megatron pads the vocabulary to a multiple of make_vocab_size_divisible_by (128) x TP, so a
+# Megatron run logs 152064 for a 151936-token model at TP 2; TP up to 64 is considered.
+VOCAB_DIVISOR = 128
+VOCAB_TP = (1, 2, 4, 8, 16, 32, 64)
+
+
+def padded_vocab_tp(logged: int, vocab: int) -> int | None:
+    """The smallest TP whose Megatron padding turns `vocab` into `logged` (1 when equal), else None."""
+    for tp in VOCAB_TP:
+        step = VOCAB_DIVISOR * tp
+        if logged == -(-vocab // step) * step:
+            return tp if logged != vocab else 1
+    return 1 if logged == vocab else None
+
+
 def _arch_agrees(arch: dict[str, Any], model: dict[str, Any]) -> list[str]:
-    """The logged fields that differ from a conf/model entry (`hidden 1024 vs 4096`)."""
+    """The logged fields that differ from a conf/model entry (`hidden 1024 vs 4096`); a vocabulary
+    padded for tensor parallelism (padded_vocab_tp) agrees."""
     diffs = [
-        f"{k} {arch[k]} vs {model[f]}" for k, f in ARCH_FIELDS.items() if k in arch and arch[k] != model[f]
+        f"{k} {arch[k]} vs {model[f]}"
+        for k, f in ARCH_FIELDS.items()
+        if k in arch
+        and arch[k] != model[f]
+        and not (k == "vocab" and padded_vocab_tp(int(arch[k]), int(model[f])))
     ]
     if arch.get("experts"):  # MoE: the expert FFN and count decide (a dense FFN size may be unused)
         if arch["experts"] != model["routed_experts"]:
@@ -132,10 +142,17 @@ def match_model(facts: Facts) -> tuple[str | None, dict[str, Any] | None, str, s
         if hits and len(same) == 1:  # one entry, or entries whose FLOPs are the same (variants)
             shown = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in arch.items())
             also = f" (same architecture as {', '.join(hits[1:])})" if len(hits) > 1 else ""
+            vocab = int(models[hits[0]]["vocab"])
+            padded = (
+                f"; vocab {arch['vocab']} is {vocab} padded to a multiple of {VOCAB_DIVISOR} x TP "
+                f"{padded_vocab_tp(int(arch['vocab']), vocab)} (Megatron)"
+                if arch.get("vocab") and arch["vocab"] != vocab
+                else ""
+            )
             return (
                 hits[0],
                 models[hits[0]],
-                f"logged architecture {shown} matches conf/model/{hits[0]}.yaml{also}",
+                f"logged architecture {shown} matches conf/model/{hits[0]}.yaml{also}{padded}",
                 arch_fact.source,
             )
         full = _from_architecture(arch)
@@ -181,33 +198,6 @@ def _from_architecture(arch: dict[str, Any]) -> dict[str, Any] | None:
         "dense_layers": 0 if moe else arch["layers"], "tied_embeddings": bool(arch.get("tied_embeddings")),
         "attention": "gqa", "max_context": 0,
     }  # fmt: skip
-
-
-def hardware_from_name(gpu_name: str) -> str | None:
-    for pattern, conf in GPU_NAMES:
-        if re.search(pattern, gpu_name):
-            return conf
-    return None
-
-
-def hardware_from_logs(log_dir: Path, gpu_names: list[str]) -> tuple[str | None, str | None, str]:
-    """(conf/hardware name, source, note) from telemetry GPU names or a suite manifest."""
-    for name in gpu_names:
-        conf = hardware_from_name(name)
-        if conf:
-            return conf, f"telemetry: nvidia-smi name {name!r}", ""
-        return None, None, f"telemetry GPU {name!r} has no conf/hardware entry"
-    for m in (log_dir / "manifest.json", log_dir.parent / "manifest.json"):
-        if m.is_file():
-            try:
-                hw = (json.loads(m.read_text()).get("config") or {}).get("hardware") or {}
-            except (json.JSONDecodeError, AttributeError):
-                continue
-            conf = next((p.stem for p in (CONF_DIR / "hardware").glob("*.yaml")
-                         if yaml.safe_load(p.read_text()).get("name") == hw.get("name")), None)  # fmt: skip
-            if conf:
-                return conf, str(m), ""
-    return None, None, ""
 
 
 def _given(overrides: list[str]) -> tuple[set[str], set[str]]:
@@ -329,6 +319,52 @@ def _teacher(facts: Facts, unknown: str | None) -> dict[str, Any]:
     }
 
 
+# Folders that hold models rather than name them (`/root/models/<name>`): a local path's parent
+# is the model's organisation (`/workspace/verl/Qwen/Qwen2-7B-Instruct`) unless it is one of these.
+MODEL_DIRS = frozenset(
+    "models model hf_models hf huggingface hub pretrained weights checkpoints checkpoint ckpt ckpts "
+    "cache data mnt root home workspace opt tmp snapshots".split()
+)
+HF_CACHE = re.compile(r"models--([^/]+)--([^/]+)")
+
+
+def model_name_from_path(path: str) -> str:
+    """The model's name as the run logged it: a hub id (`Qwen/Qwen2-7B-Instruct`) as is; a hub
+    cache folder (`models--Qwen--Qwen3-8B/snapshots/<hash>`) as its id; a local path as its last
+    two folders (`.../Qwen/Qwen2-7B-Instruct` -> `Qwen/Qwen2-7B-Instruct`), or its last folder
+    when the one above only holds models (`/root/models/deepseek-llm-7b-chat` ->
+    `deepseek-llm-7b-chat`); a relative path that is not a hub id (`ckpt/global_step_58`) as is."""
+    path = path.rstrip("/")
+    cache = HF_CACHE.search(path)
+    if cache:
+        return f"{cache.group(1)}/{cache.group(2)}"
+    parts = [p for p in path.split("/") if p and p not in (".", "~")]
+    local = path.startswith(("/", "~", "."))
+    if not local or len(parts) < 2:
+        return path if not local else (parts[-1] if parts else path)
+    parent, name = parts[-2], parts[-1]
+    return name if parent.lower() in MODEL_DIRS or parent.startswith(".") else f"{parent}/{name}"
+
+
+def _model_identity(
+    facts: Facts, conf_name: str | None, model: dict[str, Any] | None, conf_src: str | None
+) -> dict[str, Any]:
+    """inferred.model: the model's name from the run itself (its model path), with the line; the
+    conf/model entry's name only when the user gave that entry (model=...)."""
+    path, hub = facts.get("model_path"), facts.get("model_hub_id")
+    if path is not None and hub is not None:  # a local path the log downloaded a hub model into
+        return {"value": hub.value, "path": path.value, "source": f"{hub.source}, loaded from {path.source}"}
+    if path is not None and isinstance(path.value, str) and path.value:
+        return {"value": model_name_from_path(path.value), "path": path.value, "source": path.source}
+    if conf_src == "given" and model:
+        return {"value": model["name"], "source": "given", "conf": conf_name}
+    return {
+        "value": None,
+        "source": None,
+        "reason": "the logs print no model path; pass model=<conf/model name>",
+    }
+
+
 def _entry(fact: Fact | None, what: str) -> dict[str, Any]:
     if fact is None:
         return {"value": None, "source": None, "reason": f"{what} not found in the logs; pass it to set it"}
@@ -339,7 +375,13 @@ def _inferred(facts, model_name, model, evidence, model_src, hw_name, hw_src, hw
     gpus = {k.split(".", 1)[1]: f.as_json() for k, f in facts.items() if k.startswith("gpus.")}
     gpu_ids = {k.split(".", 1)[1]: f.as_json() for k, f in facts.items() if k.startswith("gpu_ids.")}
     out: dict[str, Any] = {
-        "model": {"value": model_name, "name": model["name"] if model else None, "source": model_src},
+        "model": _model_identity(facts, model_name, model, model_src),
+        "model_arch": {
+            "value": model_name,
+            "name": model["name"] if model else None,
+            "rule": evidence,
+            "source": model_src,
+        },
         "model_evidence": evidence,
         "model_path": _entry(facts.get("model_path"), "model path"),
         "architecture": _entry(facts.get("architecture"), "architecture"),
@@ -348,7 +390,7 @@ def _inferred(facts, model_name, model, evidence, model_src, hw_name, hw_src, hw
         else {
             "value": None,
             "source": None,
-            "reason": f"{HARDWARE_UNKNOWN}" + (f" ({hw_note})" if hw_note else ""),
+            "reason": hardware_unknown() + (f"; {hw_note}" if hw_note else ""),
         },
         "gpus": gpus or {"value": None, "source": None, "reason": "GPU roles not found in the logs"},
         # which device indices each role ran on (per-role telemetry), when the logs name them
@@ -366,6 +408,14 @@ def _inferred(facts, model_name, model, evidence, model_src, hw_name, hw_src, hw
         ("staleness_bound", "staleness bound"),
     ):
         out[name] = _entry(facts.get(name), what)
+    for name, what in (
+        ("rollout.tp", "rollout tensor parallelism"),
+        ("trainer.tp", "trainer tensor parallelism"),
+        ("trainer.pp", "trainer pipeline parallelism"),
+        ("trainer.ep", "trainer expert parallelism"),
+        ("trainer.dp", "trainer data parallelism"),
+    ):
+        out[name.replace(".", "_")] = _entry(facts.get(name), what)
     return out
 
 
@@ -392,11 +442,22 @@ def _config(
     exp.setdefault("placement", None)
     exp.setdefault("trainer_gpus", None)
     exp.setdefault("generator_gpus", None)
+    # the parallelism that ran: calibrate composes it instead of the schema's TP 1
+    for name, key in (("rollout.tp", "generator"), ("trainer.tp", "trainer"), ("trainer.pp", "trainer"),
+                      ("trainer.ep", "trainer")):  # fmt: skip
+        if name in value:
+            exp[key] = {**(exp.get(key) or {}), name.split(".")[1]: value[name]}
+    teachers = _teacher_confs(facts)
+    if teachers:
+        exp["teachers"] = teachers
     for name, key in CONFIG_KEYS.items():
         if key.startswith("workload.") and name in value:
             if name == "algorithm" and value[name] not in ALGORITHMS:
                 continue  # an estimator the workload schema has no word for (gae, rloo, ...)
             work[key.split(".", 1)[1]] = value[name]
+    named = _model_identity(facts, None, None, None).get("value")
+    if model is not None and named:  # FLOPs from the matched entry, the name the run's own
+        model = {**model, "name": named}
     return {
         "framework": full["framework"],
         "model": model,
@@ -404,6 +465,31 @@ def _config(
         "experiment": exp,
         "workload": work,
     }
+
+
+def _teacher_confs(facts: Facts) -> list[dict[str, Any]]:
+    """experiment.teachers of an on-policy-distillation run, from its logged teacher: the
+    conf/model entry its path names, placement, dedicated GPUs and engine size; [] when the run
+    has no teacher or the logs do not say which model it was."""
+    algo, path = facts.get("algorithm"), facts.get("teacher.model_path")
+    if algo is None or algo.value != "opd" or path is None:
+        return []
+    stem = next((n for n, m in conf_models().items() if _path_names(str(path.value), m)), None)
+    placement = facts.get("teacher.placement")
+    if stem is None or placement is None:
+        return []
+    gpus = facts.get("gpus.teacher")
+    tp = facts.get("teacher.tp")
+    return [
+        {
+            "model": stem,
+            "placement": placement.value,
+            "gpus": int(gpus.value) if gpus and placement.value == "dedicated" else 0,
+            "tp": int(tp.value) if tp else 1,
+            "domains": [],
+            "checkpoint": str(path.value),
+        }
+    ]
 
 
 def inferred_from_config(cfg: Any, r: Any = None) -> dict[str, Any]:
@@ -430,7 +516,13 @@ def inferred_from_config(cfg: Any, r: Any = None) -> dict[str, Any]:
             "source": "config: experiment.teachers[].gpus (dedicated)",
         }
     return {
-        "model": {"value": model, "name": str(cfg.model.name), "source": "config: model"},
+        "model": {"value": str(cfg.model.name), "source": "config: model.name"},
+        "model_arch": {
+            "value": model,
+            "name": str(cfg.model.name),
+            "rule": f"the suite composed conf/model/{model}.yaml",
+            "source": "config: model",
+        },
         "model_evidence": f"the suite composed conf/model/{model}.yaml",
         "hardware": {"value": hardware, "source": "config: hardware"},
         "gpus": gpus,

@@ -7,67 +7,64 @@ reads the configuration that ran (bench/infer.py matches the model and merges wh
 runners/log_end.py reads how the logs end. No experiment is needed: what the logs hold is used,
 what they lack is unknown (null with the reason) unless given (`hardware=h100_sxm`,
 `model=qwen3_0_6b`, `workload.group_size=16`). GPU telemetry CSVs in the logs (nvidia-smi's
-`--format=csv` with a header row) are read by content, whatever their name.
+`--format=csv` with a header row) are read by content, whatever their name. bench/ingest_run.py
+decides what belongs to the one run (other runs' GPU CSVs are left out and named; a requeued run's
+attempts are recorded); compressed logs are read through a decompressed copy.
 
 Bad input ends with one line on stderr and exit 2, nothing written: missing or empty logs, logs of
-another framework, an --out that exists (runs are never overwritten), a given value the logs
-contradict.
+another framework, a folder holding several runs, an --out that exists (runs are never
+overwritten), a given value the logs contradict.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
+import json
 import math
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
-from bench import infer, infer_teacher, telemetry
+from bench import infer, infer_hardware, infer_teacher, stores
 from bench.config import CONF_DIR, compose
 from bench.errors import EXIT_USAGE, UsageError
-from bench.trace import RunPaths, write_gpu, write_manifest, write_rollouts, write_steps
-from runners import log_end
+from bench.ingest_run import (
+    SIGNATURES,
+    SNIFF_FILES,
+    Refused,
+    attempts_warning,
+    gpu_csvs,
+    gpu_names,
+    ingest_gpus,
+    own_gpu_csvs,
+    read_gpu_csvs,
+    run_window,
+    runs_in,
+    with_attempts,
+)
+from bench.outdir import check_out
+from bench.trace import (
+    RunPaths,
+    redact_text,
+    write_gpu,
+    write_manifest,
+    write_rollouts,
+    write_steps,
+)
+from runners import attempts, log_end
 from runners.base import ParseResult, load_runner
-from runners.run_config import binary_share, harness_values, text_files
+from runners.run_config import (
+    COMPRESSED_SUFFIXES,
+    binary_share,
+    harness_values,
+    stage_decompressed,
+    text_files,
+)
 
 NOT_LOGS = (".csv", ".parquet", ".json", ".jsonl", ".yaml", ".yml", ".toml", ".env", ".py", ".sh")
-# what each framework's logs say about themselves (first MiB of any file), for "wrong --framework"
-SIGNATURES = {
-    "verl": (b"(TaskRunner", b"actor_rollout_ref", b"timing_s/step"),
-    "slime": (b"MegatronTrainRayActor", b"n_samples_per_prompt ....", b"--rollout-batch-size"),
-    "prime_rl": (b"[trainer0]:", b"SUCCESS Step ", b'"progress/rollouts"', b"Starting orchestrator"),
-}
-
-
-def read_gpu_csvs(
-    log_dir: Path, t0_epoch_s: float | None
-) -> tuple[list[dict[str, Any]], list[str], list[str]]:
-    """Rows of GPU_SCHEMA from every telemetry CSV under log_dir (bench.telemetry.read_gpu_csv: a
-    header naming a time column and the device index; node = the file's stem), the files read, and
-    the GPU names a `name` column gave. Timestamps are read as UTC; t_s counts from t0_epoch_s (Unix
-    seconds), else from the first sample of all files.
-    """
-    rows: list[dict[str, Any]] = []
-    files, names = [], []
-    for path in text_files(log_dir):
-        read = telemetry.read_gpu_csv(path, path.stem)
-        if not read.is_telemetry:
-            continue
-        rows += read.rows
-        names += [n for n in read.names if n not in names]
-        files.append(str(path))
-    if rows:
-        t0 = t0_epoch_s if t0_epoch_s is not None else min(r["t_s"] for r in rows)
-        for r in rows:
-            r["t_s"] = round(r["t_s"] - t0, 3)
-    return rows, files, names
-
-
-class Refused(Exception):
-    """Bad input: str() is the one line (or short list) the user sees; nothing was written."""
 
 
 def frameworks() -> list[str]:
@@ -95,7 +92,7 @@ def log_files(logs: Path) -> tuple[list[Path], list[str]]:
 def sniff_framework(logs: Path) -> str | None:
     """The framework whose signatures the logs' first MiB carry most, if any."""
     hits = dict.fromkeys(SIGNATURES, 0)
-    for path in text_files(logs)[:200]:
+    for path in text_files(logs)[:SNIFF_FILES]:
         with open(path, "rb") as f:
             head = f.read(1 << 20)
         for fw, marks in SIGNATURES.items():
@@ -144,6 +141,60 @@ def phase_of(n_steps: int, total: int | None, done: bool) -> str:
     return "warm-up" if n_steps <= warm_up else "steady state"
 
 
+def check_hardware(
+    inferred: dict[str, Any],
+    config: dict[str, Any],
+    steps: list[dict[str, Any]],
+    clues: dict[str, Any],
+    overrides: list[str],
+) -> list[str]:
+    """The run's hardware against what its logs say (bench.infer_hardware.hardware_conflicts): a given
+    `hardware=` the logs contradict is refused naming both; contradictions of hardware read from
+    the logs themselves come back as findings (manifest warnings)."""
+    name = (inferred.get("hardware") or {}).get("value")
+    if not name:
+        return []
+    conflicts = infer_hardware.hardware_conflicts(name, clues, steps, _suite_mfu(config, inferred, steps))
+    if not conflicts:
+        return []
+    given = any(o.split("=", 1)[0].lstrip("+~") in ("hardware", "experiment") for o in overrides)
+    if given:
+        raise Refused(
+            f"hardware={name} (given) contradicts the logs: {'; '.join(conflicts)}; pass the GPU the run "
+            f"used (one of {', '.join(infer_hardware.hardware_names())})"
+        )
+    return [
+        f"hardware {name} ({inferred['hardware'].get('source')}) contradicts the logs: {c}" for c in conflicts
+    ]
+
+
+def _suite_mfu(config: dict[str, Any], inferred: dict[str, Any], steps: list[dict[str, Any]]) -> float | None:
+    """The suite's MFU of the parsed steps on the run's hardware (bench.metrics.mfu), None when the
+    trace or config cannot give it."""
+    import pandas as pd
+
+    from bench import metrics
+
+    if not steps:
+        return None
+    try:
+        c = metrics.Context({"config": config, "inferred": inferred}, pd.DataFrame(steps), None, None)
+        v = metrics.mfu(c)
+    except (metrics.Missing, KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+    return v if v and math.isfinite(v) else None
+
+
+def steps_logged(steps: list[dict[str, Any]], info: dict[str, Any]) -> int:
+    """How many steps the run got through: the trace's rows, or, when the parser saw step numbers
+    (`first_step`, `last_step`: validation-only records counted, as verl logs its last step's
+    validation without its training metrics on some versions), last - first + 1."""
+    first, last = info.get("first_step"), info.get("last_step")
+    if first is None or last is None:
+        return len(steps)
+    return max(len(steps), int(last) - int(first) + 1)
+
+
 def run_status(n_steps: int, total: int | None, end: log_end.LogEnd) -> tuple[str, dict[str, Any] | None]:
     """(status, failure) from the steps kept, the configured step count and how the logs end."""
     done = total is not None and n_steps >= total
@@ -170,6 +221,8 @@ def run_status(n_steps: int, total: int | None, end: log_end.LogEnd) -> tuple[st
         "source": f.source,
         "phase": phase_of(n_steps, total, done),
     }
+    if f.wrapped_by:
+        failure["wrapped_by"] = f.wrapped_by
     if len(end.failures) > 1:
         failure["also"] = [g.text() + f" ({g.source})" for g in end.failures[1:]]
     return ("completed" if done else "partial" if n_steps else "failed"), failure
@@ -192,18 +245,76 @@ def _runner(cfg: Any, overrides: list[str], logged_hw: str | None) -> Any:
 
 
 def ingest(
-    cfg: Any, logs: Path, run_dir: Path, overrides: list[str] = ()
+    cfg: Any, logs: Path, run_dir: Path, overrides: list[str] = (), source: str | None = None
 ) -> tuple[ParseResult, dict[str, Any]]:
     """Parse `logs` with cfg's runner, infer what ran, write the run directory; returns
-    (parse result, manifest). Raises Refused before writing anything on bad input."""
+    (parse result, manifest). Raises Refused before writing anything on bad input.
+
+    A metric store (W&B, a history table, TensorBoard, MLflow: bench/stores.py, detected unless
+    `source` forces one) is staged into the framework's own file formats first. Compressed logs (.gz;
+    .zst when the zstandard module is installed) are read through a decompressed copy in a temporary
+    folder (runners.run_config.stage_decompressed). Either way, what the manifest and every message
+    name is the original path."""
+    kind = source or stores.detect(logs)
+    if kind != "console":
+        store = stores.read(logs, kind)
+        with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
+            staged = Path(tmp) / "logs"
+            stores.stage(store, str(cfg.framework.name), staged)
+
+            def unstage_store(text: str) -> str:
+                return text.replace(str(staged), str(store.path))
+
+            try:
+                return ingest_read(cfg, staged, run_dir, overrides, unstage_store, store=store)
+            except Refused as e:
+                raise Refused(unstage_store(str(e))) from None
+    if not any(p.suffix in COMPRESSED_SUFFIXES for p in text_files(logs)):
+        return ingest_read(cfg, logs, run_dir, overrides)
+    with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
+        staged, decompressed, skipped = stage_decompressed(logs, Path(tmp))
+        if not staged.exists():  # --logs was one compressed file, and it could not be read
+            raise Refused(f"--logs {skipped[0]}")
+        # staged paths -> the originals: each decompressed file first, then the staged folder
+        shown = [*decompressed.items(), (str(staged), str(logs))]
+
+        def unstage(text: str) -> str:
+            for a, b in shown:
+                text = text.replace(a, b)
+            return text
+
+        try:
+            return ingest_read(cfg, staged, run_dir, overrides, unstage, skipped)
+        except Refused as e:
+            raise Refused(unstage(str(e))) from None
+
+
+def ingest_read(
+    cfg: Any,
+    logs: Path,
+    run_dir: Path,
+    overrides: list[str] = (),
+    unstage: Any = None,
+    compressed_skipped: list[str] = (),
+    store: stores.StoreRun | None = None,
+) -> tuple[ParseResult, dict[str, Any]]:
+    """`ingest` of a folder every reader can read; `unstage` maps a staged path in the manifest's
+    text back to the original (ingest's decompressed or store-staged copy), `compressed_skipped`
+    names the compressed files that could not be read, `store` is the metric store the folder was
+    staged from (its GPU samples and what it lacks go into the run)."""
     fw = str(cfg.framework.name)
     files, skipped = log_files(logs)
+    skipped = [*compressed_skipped, *skipped]
     if not files and not any(p.stat().st_size for p in text_files(logs)):
         raise Refused(f"--logs {logs}: empty (no file with any content); nothing to ingest")
     if not files and skipped and len(skipped) == len(text_files(logs)):
         raise Refused(f"--logs {logs}: no text log, only binary files ({'; '.join(skipped)})")
-    gpu_rows, gpu_files, gpu_names = read_gpu_csvs(logs, None)
-    hardware = infer.hardware_from_logs(logs, gpu_names)
+    runs_in(logs, fw)
+    csvs, gpu_left, window = gpu_csvs(logs), [], run_window(logs, None)
+    if window:  # the harness's window: known before parsing
+        csvs, gpu_left = own_gpu_csvs(logs, csvs, window)
+    clues = infer_hardware.hardware_clues(logs, files)
+    hardware = infer_hardware.hardware_from_logs(logs, gpu_names(csvs), clues)
     result = _runner(cfg, overrides, hardware[0]).parse_logs(logs)
     end = log_end.scan(logs, files)
     if not result.steps:
@@ -212,28 +323,40 @@ def ingest(
             raise Refused(
                 f"--logs {logs}: no {fw} records; these look like {other.replace('_', '-')} logs: `--framework {other}`"
             )
+        if result.run_info.get("not_rl"):
+            raise Refused(
+                f"--logs {logs}: an SFT run's log (step lines of train/loss, "
+                f"{result.run_info['not_rl']}), not an RL run: nothing to ingest"
+            )
         if end.failure is None:
             raise Refused(
                 f"--logs {logs}: no {fw} step records and no error found in {len(files)} file(s); is this a {fw} run?"
             )
+    if window is None:  # the trace's own clock, when the parser placed the steps on it
+        csvs, gpu_left = own_gpu_csvs(logs, csvs, run_window(logs, result))
     reader = importlib.import_module(f"runners.{fw}_config")
     facts = reader.read(logs, result.run_info)
-    epoch_rows, _, _ = read_gpu_csvs(logs, 0.0)  # t_s in Unix seconds, for the harness's epochs
+    epoch_rows, gpu_files, _ = read_gpu_csvs(logs, 0.0, csvs)  # t_s in Unix seconds, for the harness's epochs
     gpu_src = ", ".join(str(Path(f).relative_to(logs)) if logs.is_dir() else Path(f).name for f in gpu_files)
     teacher_unknown = infer_teacher.complete(facts, logs, epoch_rows, gpu_src or None)
-    gpu_rows, _, _ = read_gpu_csvs(logs, result.run_info.get("start_epoch"))
+    gpu_rows, _, _ = read_gpu_csvs(logs, result.run_info.get("start_epoch"), csvs)
     try:
         inferred, config = infer.resolve(facts, list(overrides), cfg, hardware, teacher_unknown)
     except infer.Conflict as e:
         raise Refused(str(e)) from None
-    total = facts["total_steps"].value if "total_steps" in facts else None
-    status, failure = run_status(len(result.steps), total, end)
+    hw_findings = check_hardware(inferred, config, result.steps, clues, overrides)
+    found, src = attempts.scan(logs, result.files, importlib.import_module(f"runners.{fw}_logs").STEP_STREAMS)
+    tried = attempts.summary(found, src, result.run_info.get("t0_unix_s"), *ingest_gpus(inferred))
+    total = inferred["total_steps"]["value"]  # logged, else workload.steps=N given
+    status, failure = run_status(steps_logged(result.steps, result.run_info), total, end)
     wall = wall_window(logs, result.steps, result.run_info)
     paths = RunPaths(run_dir).make()
     if result.steps:
-        write_steps(paths.steps, result.steps)
+        write_steps(paths.steps, with_attempts(result.steps, found))
     if result.rollouts:
         write_rollouts(paths.rollouts, result.rollouts)
+    if not gpu_rows and store is not None and store.gpu_rows:  # W&B's system metrics
+        gpu_rows, gpu_files = store.gpu_rows, [*gpu_files, f"{store.path} (system metrics)"]
     if gpu_rows:
         write_gpu(paths.gpu, gpu_rows)
     manifest: dict[str, Any] = {
@@ -248,7 +371,10 @@ def ingest(
         "parsed_files": result.files + gpu_files,
         "skipped_files": skipped,
         "skipped_lines": result.skipped_lines,
-        "warnings": list(result.warnings) + skipped,
+        "left_out_files": gpu_left,
+        "warnings": list(result.warnings) + skipped + gpu_left + attempts_warning(tried) + hw_findings,
+        "attempts": tried,
+        "source": store.manifest_entry() if store else {"kind": "console", "path": str(logs), "lacks": []},
         "run_info": result.run_info,
         "inferred": inferred,
         "wall_window": wall,
@@ -258,38 +384,67 @@ def ingest(
         manifest["wall_s"] = float(wall["wall_s"])
     if wall.get("start_epoch_s") is not None:
         manifest["start_epoch_s"], manifest["end_epoch_s"] = wall["start_epoch_s"], wall["end_epoch_s"]
+    if unstage is not None:  # read through a decompressed copy: name the originals
+        manifest = json.loads(unstage(json.dumps(manifest)))
+        manifest["source_logs"] = str(Path(manifest["source_logs"]).resolve())
     write_manifest(paths, manifest)
     return result, manifest
 
 
 def _refuse(text: str) -> int:
-    for line in text.splitlines():
+    for line in redact_text(text).splitlines():  # it may echo an override that holds a secret
         print(f"error: {line}", file=sys.stderr)
     return EXIT_USAGE
 
 
 def main(argv: list[str]) -> int:
     """Ingest; 0 when the run directory was written, 2 on bad input (one line, nothing written)."""
-    ap = argparse.ArgumentParser(prog="python -m bench ingest", description=__doc__.splitlines()[0])
+    from bench.cli import add_overrides, command_parser
+
+    ap = command_parser(
+        "ingest",
+        "Turn a framework's native logs (from a run the suite did not launch) into a run directory: the "
+        "steps it logged, the configuration inferred from the logs, and its metrics. What the logs lack "
+        "is unknown (null with the reason) unless given as key=value.",
+        "the log folder or file (console logs, metrics files, nvidia-smi CSVs, the framework's config "
+        "dumps), conf/ for the model and hardware facts, and the overrides.",
+        "OUT (new, never overwritten): manifest.json with mode native and an inferred block, "
+        "trace/steps.parquet, trace/rollouts.parquet, trace/gpu.parquet and metrics.json.",
+        [
+            "python -m bench ingest --framework verl --logs verl-logs/ --out results/opd/verl hardware=h100_sxm"
+        ],
+    )
     ap.add_argument("--framework", required=True, help="conf/framework/<name>.yaml")
-    ap.add_argument("--logs", type=Path, required=True, help="native log folder (or one file)")
+    ap.add_argument(
+        "--logs",
+        type=Path,
+        required=True,
+        help="native log folder (or one file), or a metric store: a W&B run directory, a W&B history table "
+        "(CSV, parquet, JSON lines with _step), TensorBoard event files, an MLflow file-store run "
+        "(docs/ingest-sources.md)",
+    )
+    ap.add_argument(
+        "--source", choices=stores.SOURCES, help="what --logs holds, when detection should not decide"
+    )
     ap.add_argument("--out", type=Path, required=True, help="run directory to write (must not exist)")
-    args, overrides = ap.parse_known_args(argv)
+    add_overrides(ap, "what the logs lack, e.g. hardware=h100_sxm model=qwen3_0_6b")
+    args = ap.parse_intermixed_args(argv)
+    overrides = args.overrides
     if args.framework not in frameworks():
         return _refuse(f"framework {args.framework!r} not found; choose one of {', '.join(frameworks())}")
     if not args.logs.exists():
         return _refuse(f"--logs {args.logs}: no such file or directory")
-    if args.out.exists():
-        return _refuse(
-            f"--out {args.out}: already exists; runs are never overwritten: choose a new directory"
-        )
+    try:
+        check_out(args.out, "ingest")
+    except UsageError as e:
+        return _refuse(str(e))
     overrides = [o for o in overrides if not o.startswith("framework=")]
     try:
         cfg = compose([*overrides, f"framework={args.framework}"])
     except UsageError as e:  # an unknown group option or key, already one line per problem
         return _refuse(str(e))
     try:
-        result, manifest = ingest(cfg, args.logs, args.out, overrides)
+        result, manifest = ingest(cfg, args.logs, args.out, overrides, args.source)
     except Refused as e:
         return _refuse(str(e))
     for w in manifest["warnings"]:
@@ -298,6 +453,7 @@ def main(argv: list[str]) -> int:
     print(
         f"{args.out}: {manifest['status']}, {len(result.steps)} steps from {len(result.files)} file(s), "
         f"{result.skipped_lines} skipped line(s)"
+        + (f", {manifest['attempts']['count']} attempts" if manifest["attempts"]["count"] > 1 else "")
         + (f"; {failure['message']} ({failure['phase']})" if failure else "")
     )
     if result.steps:

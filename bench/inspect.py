@@ -24,7 +24,6 @@ that must run on a compute node share one short `srun` step.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -33,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.cli import counted
 from runners import data_paths
 
 SRUN_TIMEOUT_S = 300  # the probe step may wait for a node; beyond this the check fails saying so
@@ -212,7 +212,7 @@ def check_weights(cfg: Any, weights: str, name: str) -> Check:
     ]
     if bad:
         return Check(name, False, f"{len(bad)} file(s) missing or of another size ({bad[0]})", fix)
-    return Check(name, True, f"{len(files)} files at {target}")
+    return Check(name, True, f"{counted(len(files), 'file')} at {target}")
 
 
 def check_model(cfg: Any) -> Check:
@@ -421,10 +421,19 @@ def job_nodes_of(cfg: Any) -> int:
 
 def main(argv: list[str]) -> int:
     """`python -m bench inspect ...`: exit 0 when every check passes, 2 otherwise."""
-    ap = argparse.ArgumentParser(prog="python -m bench inspect", description=__doc__.split("\n\n")[0])
-    ap.add_argument(
-        "overrides", nargs="*", help="experiment=, cluster=, framework= (default: the experiment's)"
+    from bench.cli import add_overrides, command_parser
+
+    ap = command_parser(
+        "inspect",
+        "Check a Slurm site before a native job waits in its queue, one line per check (partition, "
+        "account/QoS, container runtime, storage, prepared data and models, framework rules); exit 2 if "
+        "any fails.",
+        "conf/ and the overrides (cluster= names the site), and the site itself through sinfo, sbatch "
+        "--test-only and one short srun step.",
+        "nothing (sbatch --test-only queues nothing).",
+        ["python -m bench inspect experiment=smoke cluster=testbed"],
     )
+    add_overrides(ap, "framework= checks one framework instead of the experiment's")
     args = ap.parse_args(argv)
     from bench.config import for_framework
     from bench.errors import UsageError

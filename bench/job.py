@@ -15,19 +15,21 @@ requeues the same callable on the same run directory (resume = rerun into the sa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import submitit
 
 from bench import rundir, telemetry
-from bench.trace import RunPaths, read_manifest, write_manifest
+from bench.trace import RunPaths, read_manifest, redact_text, write_manifest
 
 
 def slurm_fields() -> dict[str, Any]:
@@ -39,11 +41,8 @@ def slurm_fields() -> dict[str, Any]:
     gpn = env.get("SLURM_GPUS_PER_NODE", "")
     gpus_per_node = int(gpn.rsplit(":", 1)[-1]) if gpn.rsplit(":", 1)[-1].isdigit() else None
     array_task = env.get("SLURM_ARRAY_TASK_ID")
-    # An array member's own SLURM_JOB_ID is a fresh number; '<array>_<index>' is what squeue and
-    # scancel accept and what submitit recorded at submission, so keep that as the job id.
-    job_id = f"{env['SLURM_ARRAY_JOB_ID']}_{array_task}" if array_task is not None else env["SLURM_JOB_ID"]
     fields = {
-        "slurm_job_id": job_id,
+        "slurm_job_id": rundir.slurm_job_id(),  # '<array>_<index>', as submitit recorded it
         "slurm_job_id_raw": env["SLURM_JOB_ID"],
         "array_job_id": env.get("SLURM_ARRAY_JOB_ID"),
         "array_index": int(array_task) if array_task is not None else None,
@@ -65,13 +64,15 @@ class BenchJob(submitit.helpers.Checkpointable):
         the job: recomposing here would cost ~1 s of Hydra per job), else recomposed from the
         manifest's overrides. Returns the run's final status."""
         paths = RunPaths(Path(run_dir))
-        # status back to running: a requeued attempt starts over in the same directory
+        # status back to running: a requeued attempt starts over in the same directory; this
+        # process owns the run now (bench status shows it lost if the process dies)
         mine = rundir.update(
-            paths, status="running", state="RUNNING", started_at=rundir.now_iso(), ended_at=None,
-            exit_state=None, reason=None, **slurm_fields(),
+            paths, status="running", owner=rundir.owner(), state="RUNNING", started_at=rundir.now_iso(),
+            ended_at=None, exit_state=None, reason=None, **slurm_fields(),
         )  # fmt: skip
         previous = signal.getsignal(signal.SIGTERM)
-        _stop_on_sigterm()
+        if previous is not _cancel:  # under a `bench run` driver (local), the driver owns the signals
+            _stop_on_sigterm()
         ok, reason, extra, exit_state = True, None, {}, None
         try:
             if cfg is None:
@@ -84,10 +85,14 @@ class BenchJob(submitit.helpers.Checkpointable):
                 rundir.update(paths, emulator_started_at=rundir.now_iso())
                 extra = run_emulator(cfg, paths)
         except Terminated as e:  # scancel, preemption, time limit: `bench status` asks Slurm which
-            ok, reason, exit_state = False, f"{e}: terminated by Slurm", "TERMINATED"
+            job = rundir.slurm_job_id()
+            by = (
+                f"terminated by Slurm (job {job})" if job else f"sent to process {os.getpid()} (no Slurm job)"
+            )
+            ok, reason, exit_state = False, f"{e}: {by}", "TERMINATED"
         except Exception as e:  # the run fails; the job (and the other jobs) do not
             ok, reason = False, f"{type(e).__name__}: {e}"
-            (paths.logs / "job-error.txt").write_text(traceback.format_exc())
+            (paths.logs / "job-error.txt").write_text(redact_text(traceback.format_exc()))
         try:
             return self._finish(paths, ok, reason, extra, exit_state)
         finally:
@@ -102,8 +107,10 @@ class BenchJob(submitit.helpers.Checkpointable):
         exit_state: str | None = None,
     ) -> str:
         current = read_manifest(paths)
-        if current.get("status") in ("failed", "partial") and current.get("dispatch", {}).get("exit_state"):
-            return current["status"]  # already marked by `bench status` (cancelled under us)
+        if current.get("status") in ("failed", "partial", "cancelled") and current.get("dispatch", {}).get(
+            "exit_state"
+        ):
+            return current["status"]  # already marked by `bench status` or the driver (cancelled under us)
         return rundir.finish(paths, ok, reason, extra, exit_state)
 
     def checkpoint(self, run_dir: str, cfg: Any = None) -> submitit.helpers.DelayedSubmission:
@@ -119,6 +126,36 @@ class Terminated(BaseException):  # noqa: N818 - it is what happened, not an err
 
     A BaseException, like KeyboardInterrupt: an `except Exception` anywhere in the emulator or a
     library must not swallow it and let the run go on to report itself completed."""
+
+
+class Cancelled(BaseException):  # noqa: N818 - what happened to the run, not an error of ours
+    """SIGINT or SIGTERM reached the `bench run` driver (bench.launch): every run it owns is
+    cancelled. A BaseException for the same reason as Terminated; str(e) is the signal's name."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _cancel(signum: int, frame: Any) -> None:
+    """The driver's SIGINT/SIGTERM handler: once (a second signal must not interrupt the marking)."""
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_IGN)
+    raise Cancelled(signum)
+
+
+@contextlib.contextmanager
+def cancel_on_signals() -> Iterator[None]:
+    """Within the block SIGINT and SIGTERM raise Cancelled (the driver's jobs run inside it: a job
+    run in this process leaves the signals to the driver); the previous handlers come back after."""
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in previous:
+        signal.signal(s, _cancel)
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def _stop_on_sigterm() -> None:

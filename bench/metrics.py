@@ -5,7 +5,6 @@ reason in `missing`; it is never a made-up number.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -19,7 +18,17 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from bench import cost, flops, latency, telemetry
-from bench.trace import RunPaths, TraceError, read_gpu, read_manifest, read_rollouts, read_steps, write_json
+from bench.trace import (
+    STEP_PHASES,
+    RunPaths,
+    TraceError,
+    read_gpu,
+    read_manifest,
+    read_rollouts,
+    read_steps,
+    step_phases,
+    write_json,
+)
 
 IDENTITY_TOLERANCE = 0.10  # consumption x (1 - idle) vs production (SemiAnalysis case 1: 1.93 vs 1.95)
 
@@ -27,6 +36,7 @@ METRIC_KEYS = (
     "wall_s",
     "steady_step_s",
     "trajectories_per_s",
+    "trajectories_per_s_steps",
     "production_samples_per_s",
     "consumption_samples_per_s",
     "trainer_idle_frac",
@@ -123,8 +133,14 @@ def steady_step_s(c: Context) -> float:
 
 
 def trajectories_per_s(c: Context) -> float:
-    """Trained samples over the whole run / end-to-end wall time (samples/s)."""
+    """Trained samples over the whole run / end-to-end wall time, `wall_window` (samples/s)."""
     return _ratio(_sum(c.steps, "samples"), c.get("wall_s"), "wall time")
+
+
+def trajectories_per_s_steps(c: Context) -> float:
+    """Trained samples over the whole run / the sum of its step windows (samples/s): the rate while
+    steps ran, start-up, gaps and teardown excluded, the same way for every framework."""
+    return _ratio(_sum(c.steps, "samples"), _sum(c.steps, "step_s"), "step time")
 
 
 def production_samples_per_s(c: Context) -> float:
@@ -143,10 +159,11 @@ def consumption_samples_per_s(c: Context) -> float:
 
 
 def trainer_idle_frac(c: Context) -> float:
-    """idle / (idle + compute + weight sync) over the window (fraction)."""
-    wait, busy = _sum(c.w, "wait_s"), _busy_s(c.w)
-    sync = float(c.w["sync_s"].fillna(0).sum())
-    return _ratio(wait, wait + busy + sync, "trainer step time")
+    """Trainer idle over time that passed: Σ_W wait / Σ_W step (fraction of the window's wall time).
+
+    The one definition (docs/metrics.md): the share of the steady steps' wall time the trainer had
+    nothing to train (waiting for rollouts; in a colocated run, the generation phase on its GPUs)."""
+    return _ratio(_sum(c.w, "wait_s"), _sum(c.w, "step_s"), "window wall time")
 
 
 def _unknown(c: Context, what: str, default: str) -> str:
@@ -448,11 +465,102 @@ def compute(run_dir: Path | str) -> dict[str, Any]:
         "window": {"first_step": c.window.first, "last_step": c.window.last, "rule": c.window.rule},
         # which wall clock wall_s, trajectories_per_s and the cost figures use (docs/metrics.md)
         "wall_window": _wall_window(manifest),
+        "phases": phases(c.w, manifest),
+        "wall_breakdown": wall_breakdown(c),
         "latency": latency.summary(rollouts, c.window.first, c.window.last),
         "gpu_roles": _gpu_roles(manifest, gpu),
         "missing": c.missing,
         "checks": checks,
     }
+
+
+PHASE_NAMES = {
+    "wait_s": "waiting for rollouts",
+    "score_s": "reward and scoring",
+    "ref_s": "reference log-prob",
+    "old_logprob_s": "old log-prob",
+    "logprob_s": "log-prob (old and reference, not split)",
+    "adv_s": "advantage",
+    "compute_s": "update",
+    "sync_s": "weight sync",
+    "handoff_s": "hand-off",
+    "checkpoint_s": "checkpoint save",
+    "validation_s": "validation",
+    "data_s": "data loading",
+    "unattributed_s": "unattributed",
+}
+GENERATION_PHASE = "generation (colocated: the trainer's GPUs generate)"
+
+
+def colocated(manifest: dict) -> bool | None:
+    """Whether trainer and generator share GPUs: the launched config's placement, or an ingested run's
+    `hybrid` GPU role; None when neither says."""
+    placement = ((manifest.get("config") or {}).get("experiment") or {}).get("placement")
+    if placement:
+        return placement == "colocated"
+    gpus = (manifest.get("inferred") or {}).get("gpus") or {}
+    if not gpus:
+        return None
+    return bool((gpus.get("hybrid") or {}).get("value"))
+
+
+def phases(steps: pd.DataFrame, manifest: dict) -> dict[str, Any]:
+    """Where the steady window's step time goes: per STEP_PHASES phase, mean seconds per step and
+    share of Σ_W step_s (the parts sum to the step; `unattributed` closes it). wait_s is named the
+    generation phase in a colocated run."""
+    if steps.empty or steps["step_s"].isna().all():
+        return {"missing": "the trace has no step_s"}
+    ph = step_phases(steps)
+    total = float(steps["step_s"].sum())
+    names = dict(PHASE_NAMES)
+    if colocated(manifest):
+        names["wait_s"] = GENERATION_PHASE
+    out = {
+        col: {
+            "name": names[col],
+            "s_per_step": float(ph[col].sum()) / len(steps),
+            "share": float(ph[col].sum()) / total if total > 0 else None,
+            "steps_logged": int(ph[col].notna().sum()),
+        }
+        for col in STEP_PHASES
+        if col in ph.columns and ph[col].notna().any()
+    }
+    largest = max(out, key=lambda k: out[k]["s_per_step"]) if out else None
+    return {
+        "window": "steady steps (metrics.json window): seconds per step and share of their summed step_s",
+        "step_s": total / len(steps),
+        "largest": largest,
+        "parts": out,
+    }
+
+
+def wall_breakdown(c: Context) -> dict[str, Any]:
+    """The run's wall time (`wall_s`, its `wall_window`) split into start-up, steps, gaps between
+    steps, overlap (steps timed concurrently) and teardown, seconds; a part the run does not show is
+    null with the reason. Work logged outside the steps (checkpoint and validation timers no parser
+    places between steps) is inside the gaps."""
+    wall = c.values.get("wall_s")
+    s = c.steps.dropna(subset=["t_start_s", "t_end_s"])
+    out: dict[str, Any] = {"wall_s": wall, "window": _wall_window(c.manifest), "missing": {}}
+    out["steps_s"] = float(c.steps["step_s"].sum()) if c.steps["step_s"].notna().any() else None
+    if s.empty or wall is None:
+        out["missing"]["startup_s"] = out["missing"]["teardown_s"] = out["missing"]["gaps_s"] = (
+            "the trace does not place steps in time (t_start_s, t_end_s)" if s.empty else "wall time unknown"
+        )
+        return out
+    timed_from_start = (c.manifest.get("wall_window") or {}).get("window") == "harness" or (
+        c.manifest.get("wall_s") is not None and c.manifest.get("mode") == "emulated"
+    )
+    between = s["t_start_s"].to_numpy()[1:] - s["t_end_s"].to_numpy()[:-1]
+    out["gaps_s"] = float(between[between > 0].sum())
+    out["overlap_s"] = float(-between[between < 0].sum()) + 0.0  # + 0.0: no -0.0
+    if timed_from_start:
+        out["startup_s"] = float(s["t_start_s"].min())
+        out["teardown_s"] = float(wall - s["t_end_s"].max())
+    else:
+        why = "the wall window starts at the first step: start-up and teardown are not seen"
+        out["missing"]["startup_s"] = out["missing"]["teardown_s"] = why
+    return out
 
 
 def _gpu_roles(manifest: dict, gpu: pd.DataFrame | None) -> dict[str, Any]:
@@ -485,8 +593,17 @@ def write_metrics(run_dir: Path | str) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     """`python -m bench metrics RUN_DIR [RUN_DIR ...]`: (re)compute metrics.json from the trace."""
-    ap = argparse.ArgumentParser(prog="python -m bench metrics")
-    ap.add_argument("run_dirs", nargs="+", type=Path)
+    from bench.cli import command_parser
+
+    ap = command_parser(
+        "metrics",
+        "Recompute each run directory's metrics from its trace (every formula in docs/metrics.md); a "
+        "metric whose inputs are missing is null with the reason.",
+        "RUN_DIR/manifest.json and RUN_DIR/trace/*.parquet.",
+        "RUN_DIR/metrics.json (replaced atomically), and the figures as JSON on stdout.",
+        ["python -m bench metrics results/smoke/*/"],
+    )
+    ap.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="a run directory with trace/")
     args = ap.parse_args(argv)
     rc = 0
     for d in args.run_dirs:

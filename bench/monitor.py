@@ -4,12 +4,13 @@ The run directory is the record; Slurm is asked only about runs still marked `ru
 Slurm reports ended (cancelled, timed out, failed, node failure) while its manifest still says
 running cannot have finished its run: it is marked failed (partial if steps were traced) with
 Slurm's state and reason. Queries go through squeue, then `scontrol show job` (kept MinJobAge
-seconds after the end; the testbed has no accounting daemon), then sacct.
+seconds after the end; the testbed has no accounting daemon), then sacct. A run still marked
+running whose owner is gone (its process on this host, or a Slurm job Slurm no longer knows) is
+shown `lost`, with when it last wrote anything (bench.rundir.shown); that view is never written.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import os
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import rundir
+from bench.cli import counted
 from bench.trace import RunPaths, read_manifest
 
 # Slurm keeps a job's last pending reason after it ran: not a reason for its end
@@ -84,17 +86,10 @@ def reconcile(paths: RunPaths) -> dict[str, Any]:
     if job_id and d.get("exit_state") == "TERMINATED":
         return _name_termination(paths, m)
     if m.get("status") != "running" or not job_id:
-        return m
+        return rundir.shown(paths, m)  # a local run whose owner process is gone: lost
     info = slurm_state(str(job_id), slurm_env(m.get("config", {}).get("cluster")))
-    if info is None:
-        return rundir.update(
-            paths,
-            status=_failed_or_partial(paths),
-            state="UNKNOWN",
-            exit_state="UNKNOWN",
-            ended_at=rundir.now_iso(),
-            reason=f"Slurm job {job_id} is no longer known to Slurm and the run never finished",
-        )
+    if info is None:  # shown, not written: squeue may only be out of reach from here
+        return rundir.lost(paths, m, f"Slurm knows no job {job_id} (squeue, scontrol, sacct)")
     state = info["state"]
     if state.startswith(ENDED_BAD) or state == "COMPLETED":
         # Re-read: the job writes its final manifest before it exits, so a manifest read after
@@ -248,7 +243,18 @@ def wait(runs: list[RunPaths], timeout_s: float | None = None, poll_s: float = 1
 
 def status_main(argv: list[str] | None = None) -> int:
     """`python -m bench status EXP [--results DIR]`: every run of an experiment, with Slurm's state."""
-    ap = argparse.ArgumentParser(prog="python -m bench status")
+    from bench.cli import command_parser
+
+    ap = command_parser(
+        "status",
+        "Show the state of each run of an experiment (running, completed, partial, failed, cancelled, or lost "
+        "when its owner is gone), "
+        "asking Slurm only about the runs still marked running.",
+        "results/<experiment>/*/manifest.json and, for runs still running, Slurm (squeue, scontrol, sacct).",
+        "only the manifest.json of a run Slurm reports ended while it was still marked running "
+        "(failed, or partial when steps were traced); the table goes to stdout.",
+        ["python -m bench status smoke", "python -m bench status results/smoke --cluster testbed"],
+    )
     ap.add_argument(
         "experiment", help="experiment name (results/<experiment>/) or a results/<experiment> path"
     )
@@ -277,5 +283,5 @@ def status_main(argv: list[str] | None = None) -> int:
     console = Console()
     if not console.is_terminal:  # a pipe or a log file: do not squeeze the table into 80 columns
         console = Console(width=220)
-    console.print(table([(p, reconcile(p)) for p in runs], f"{exp.name}: {len(runs)} runs"))
+    console.print(table([(p, reconcile(p)) for p in runs], f"{exp.name}: {counted(len(runs), 'run')}"))
     return 0

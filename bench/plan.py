@@ -1,4 +1,4 @@
-"""`bench plan (experiment=X | --from RUN_DIR) [gpus=N] [max_staleness=K] [--json] [--out DIR]`:
+"""`bench plan (experiment=X | RUN_DIR) [gpus=N] [max_staleness=K] [--json] [--out DIR]`:
 how to split a fixed number of GPUs between generation and training, answered by emulation.
 
 Every generator:trainer split of the total (the experiment's, or `gpus=N`) that `bench validate`
@@ -19,7 +19,7 @@ among splits whose largest staleness over every seed stays within `max_staleness
 experiment's workload.staleness_budget). Production meets consumption where
 bench.report.sweep.crossing says so (the report's rule). Every number is emulated.
 
-`--from RUN_DIR` plans on a measured run's setup with its calibration (fitted as `bench predict`
+`RUN_DIR` plans on a measured run's setup with its calibration (fitted as `bench predict`
 does, written to DIR/calibration.yaml); `experiment=X` uses the experiment's own emulator inputs.
 `--cluster NAME` sends the emulations to NAME's Slurm as one job array instead.
 """
@@ -39,6 +39,7 @@ from typing import Any
 
 import pandas as pd
 
+from bench.cli import counted
 from bench.errors import UsageError
 from bench.plan_page import KNOBS, USEFUL, knob, print_table, write_page
 from bench.resolve import placement_of
@@ -382,7 +383,7 @@ def _from_experiment(rest: list[str]) -> tuple[Any, str]:
 
     exp = [g.split("=", 1)[1] for g in rest if g.startswith("experiment=")]
     if not exp:
-        raise UsageError("name what to plan: experiment=X (conf/experiment) or --from RUN_DIR")
+        raise UsageError("name what to plan: experiment=X (conf/experiment) or a RUN_DIR")
     if exp[0] not in group_options("experiment"):
         raise UsageError(
             f"experiment {exp[0]!r} not found; choose one of {', '.join(group_options('experiment'))}"
@@ -407,7 +408,9 @@ def _from_run(run_dir: Path, rest: list[str], out: Path) -> tuple[Any, str, str 
     fw = [g for g in rest if g.startswith("framework=")] or [f"framework={manifest.get('framework')}"]
     others = [g for g in rest if not g.startswith("framework=")]
     cfg, frm, text = predict.plan(run_dir, [*fw, *others], out / "calibration")
-    source = f"--from {run_dir} ({frm['run_framework']} run, calibration {'fitted now' if text else frm['calibration']})"
+    source = (
+        f"{run_dir} ({frm['run_framework']} run, calibration {'fitted now' if text else frm['calibration']})"
+    )
     return cfg, source, text
 
 
@@ -525,39 +528,76 @@ def cluster_plans(s: Setup, given: list[str], cluster: str) -> list[Any]:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m bench plan (experiment=X | --from RUN_DIR) [gpus=N] [max_staleness=K] [seeds=3]
+    """`python -m bench plan (experiment=X | RUN_DIR) [gpus=N] [max_staleness=K] [seeds=3]
     [splits=16] [bounds=K1,K2] [inflight=X1,X2] [key=value ...] [--json] [--out DIR] [--cluster NAME]`."""
-    ap = argparse.ArgumentParser(prog="python -m bench plan", description=__doc__.splitlines()[0])
-    ap.add_argument("--from", dest="from_dir", type=Path, help="a measured run directory (bench ingest)")
+    from bench.cli import add_overrides, command_parser
+
+    ap = command_parser(
+        "plan",
+        "Find the generator:trainer split of a fixed number of GPUs that maximises useful trained tokens "
+        "per dollar within the staleness bound, by emulating every split bench validate accepts at "
+        "several seeds; plan an experiment (experiment=X) or a measured run (RUN_DIR, with its calibration).",
+        "conf/ and the overrides, or RUN_DIR (manifest.json, trace/) and its calibration, fitted now as "
+        "bench predict does.",
+        "the plan directory --out (new; default results/<experiment>/plan-<UTC>): plan.html, plan.md, "
+        "plan.json, plan.png, and calibration.yaml for a RUN_DIR plan; the table goes to stdout.",
+        [
+            "python -m bench plan experiment=semianalysis_case1 --json --out /tmp/plan-case1",
+            "python -m bench plan results/opd/verl hardware=h100_sxm gpus=4 --json",
+        ],
+    )
+    ap.add_argument("run_dir", nargs="?", metavar="RUN_DIR", help="a measured run directory (bench ingest)")
+    ap.add_argument("--from", dest="from_dir", help=argparse.SUPPRESS)  # the old spelling of RUN_DIR
     ap.add_argument("--json", action="store_true", help="print the plan as JSON")
     ap.add_argument(
         "--out", type=Path, help="plan directory to write (new; default results/<experiment>/plan-<UTC>)"
     )
     ap.add_argument("--cluster", help="submit the emulations to this cluster's Slurm as one job array")
-    args, given = ap.parse_known_args(argv)
+    add_overrides(
+        ap,
+        "gpus=N, max_staleness=K, seeds=3, splits=16, bounds=K1,K2 and inflight=X1,X2 shape the search",
+    )
+    args = ap.parse_intermixed_args(argv)
     from bench import rundir
 
+    # argparse gives the first positional to RUN_DIR: key=value (and Hydra's ~key) is an override
+    # unless it names a directory (a sweep's run directories are named <key>=<value>)
+    items = [a for a in [args.from_dir, args.run_dir, *args.overrides] if a is not None]
+    dirs = [a for a in items if Path(a).is_dir() or not ("=" in a or a.startswith("~"))]
+    given = [a for a in items if a not in dirs]
+    if len(dirs) > 1:
+        raise UsageError(f"plan takes one RUN_DIR; got {', '.join(dirs)} (overrides are key=value)")
+    args.from_dir = Path(dirs[0]) if dirs else None
     if args.from_dir is not None and any(g.startswith("experiment=") for g in given):
-        raise UsageError("give one of experiment=X and --from RUN_DIR, not both")
+        raise UsageError("give one of experiment=X and RUN_DIR, not both")
     out = args.out
-    if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"--out {out}: already exists; a plan is never overwritten, choose a new --out")
+    if out is not None:
+        from bench.outdir import check_out
+
+        check_out(out, "plan")
     probe = out or Path(rundir.REPO / "results" / "plan-probe-never-written")
     s = setup(args.from_dir, given, probe)
     if args.cluster:
         if args.from_dir is not None:
-            raise UsageError("--cluster plans an experiment: pass experiment=X (a --from plan runs here)")
+            raise UsageError("--cluster plans an experiment: pass experiment=X (a RUN_DIR plan runs here)")
         from bench.submit import submit
 
         runs = submit(cluster_plans(s, given, args.cluster))
-        print(f"[emulated] plan: {len(runs)} emulations submitted to {args.cluster}; when they finish:")
+        print(
+            f"[emulated] plan: {counted(len(runs), 'emulation')} submitted to {args.cluster}; when they finish:"
+        )
         print("  python -m bench report " + " ".join(str(r.root) for r in runs) + " --out <DIR>")
         return 0
     p = make_plan(s)
     if out is None:
         stamp = rundir.now_iso().replace(":", "").replace("-", "")
         out = rundir.REPO / s.cfg.results_dir / str(s.cfg.experiment.name) / f"plan-{stamp}"
-    html, _ = write_page(p, to_json(p), out)
+    try:
+        html, _ = write_page(p, to_json(p), out)
+    except OSError as e:  # a full or read-only disk: one line naming --out
+        from bench.outdir import os_refusal
+
+        raise os_refusal(out, e, kept=False) from None
     if args.json:
         print(json.dumps(to_json(p), indent=1))
     else:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bench.cli import counted
+
 USEFUL = "useful_cost_per_mtok_usd"  # $ per M useful trained tokens (bench.plan.useful_cost)
 KNOBS = ("staleness_budget", "oversampling")  # swept beside the split: async bound, in-flight cap
 
@@ -67,7 +69,7 @@ def print_table(p: Any) -> None:
     for row in rows:
         print("  ".join(c.rjust(n) for c, n in zip(row, w, strict=True)))
     print(
-        f"(emulated; mean [min, max] over {len(p.setup.seeds)} seeds; ★ recommended, · current, ✗ staleness over {p.setup.max_staleness})"
+        f"(emulated; mean [min, max] over {counted(len(p.setup.seeds), 'seed')}; ★ recommended, · current, ✗ staleness over {p.setup.max_staleness})"
     )
 
 
@@ -123,7 +125,7 @@ def figure(p: Any, path: Path) -> str:
 
 
 def write_page(p: Any, doc: dict[str, Any], out: Path) -> tuple[Path, Path]:
-    """out/plan.html, out/plan.md, out/plan.json, out/plan.png (and calibration.yaml for --from)."""
+    """out/plan.html, out/plan.md, out/plan.json, out/plan.png (and calibration.yaml for a RUN_DIR plan)."""
     from bench.report.render import environment
     from bench.trace import write_json
 

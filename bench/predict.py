@@ -18,7 +18,6 @@ Figures (steady = every step after the first, which holds start-up the emulator 
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,26 @@ NEEDS = {
     "workload.max_prompt_len": "workload.max_prompt_len=N",
 }
 FIGURES = ("trajectories_per_s", "steady_step_s", "trainer_wait_share", "gen_s_per_step")
+
+
+def teacher_need(manifest: dict) -> dict[str, str]:
+    """{"experiment.teachers": how to give it} for an on-policy-distillation run whose manifest has
+    no teacher config (its logs do not name the teacher's conf/model entry), the logged placement,
+    GPUs and engine size filled in; {} otherwise. Emulating opd without a teacher is refused by
+    bench.validate, so the run's own teacher is asked for here, once, naming what is known."""
+    inferred = manifest.get("inferred") or {}
+    if (inferred.get("algorithm") or {}).get("value") != "opd":
+        return {}
+    if ((manifest.get("config") or {}).get("experiment") or {}).get("teachers"):
+        return {}
+    t = inferred.get("teacher") or {}
+    parts = ["model:<conf/model name>"] + [
+        f"{k}:{(t.get(k) or {}).get('value')}"
+        for k in ("placement", "gpus", "tp")
+        if (t.get(k) or {}).get("value") is not None
+    ]
+    why = (t.get("model") or {}).get("reason") or "the teacher's model is not in the logs"
+    return {"experiment.teachers": f"experiment.teachers=[{{{','.join(parts)}}}] ({why})"}
 
 
 def figures(steps: pd.DataFrame) -> dict[str, float | None]:
@@ -92,14 +111,15 @@ def plan(run_dir: Path, given: list[str], out: Path) -> tuple[Any, dict[str, Any
     from bench.validate import validate_workload
 
     framework, rest = _split(given)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"--out {out}: already exists; runs are never overwritten, choose a new --out")
+    from bench.outdir import check_out
+
+    check_out(out, "predict")
     manifest, steps, _ = calibrate.read_run(run_dir)
     run_fw = str(manifest.get("framework"))
     cal_file = next((g.split("=", 1)[1] for g in rest if g.startswith("calibration=")), None)
     rest = [g for g in rest if not g.startswith("calibration=")]
     _, known = calibrate.compose_setup(manifest, rest)
-    lacking = calibrate.missing(known, NEEDS)
+    lacking = calibrate.missing(known, {**NEEDS, **teacher_need(manifest)})
     if lacking:
         raise UsageError(
             f"{run_dir}: the run's configuration does not say "
@@ -201,10 +221,25 @@ def predict(run_dir: Path, given: list[str], out: Path) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     """`python -m bench predict RUN_DIR framework=F [key=value ...] --out DIR`."""
-    ap = argparse.ArgumentParser(prog="python -m bench predict", description=__doc__.splitlines()[0])
-    ap.add_argument("run_dir", type=Path, help="a measured run directory (bench ingest)")
+    from bench.cli import add_overrides, command_parser
+
+    ap = command_parser(
+        "predict",
+        "Emulate a measured run's workload, hardware and GPU split under framework F's policy, with the "
+        "run's calibration; framework= the run's own framework is a replay, whose error is the model's floor.",
+        "RUN_DIR (manifest.json config and inferred blocks, trace/), calibration=FILE when given (else "
+        "it is fitted now, as bench calibrate does), conf/ and the overrides.",
+        "the emulated run directory --out (new) with predicted_from in its manifest.json, and "
+        "--out/calibration.yaml when the calibration was fitted now; the predicted figures go to stdout.",
+        [
+            "python -m bench predict results/opd/verl framework=prime_rl hardware=h100_sxm --out /tmp/verl-as-prime"
+        ],
+    )
+    ap.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a measured run directory (bench ingest)")
     ap.add_argument("--out", type=Path, required=True, help="emulated run directory to write (new)")
-    args, given = ap.parse_known_args(argv)
+    add_overrides(ap, "framework=F (required) and what-ifs such as another GPU split")
+    args = ap.parse_intermixed_args(argv)
+    given = args.overrides
     p = predict(args.run_dir, given, args.out)
     kind = "replay" if p["replay"] else f"{p['run_framework']} -> {p['framework']}"
     print(f"[emulated] prediction ({kind}) -> {args.out}")

@@ -33,7 +33,6 @@ Secrets are read by the libraries from the environment by name (HF_TOKEN); nothi
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -457,8 +456,19 @@ def slime_teacher_notes(cfg: Any, frameworks: list[str]) -> list[str]:
 
 def main(argv: list[str]) -> int:
     """`python -m bench prepare ...`: exit 0 when everything is in place, 2 on bad input."""
-    ap = argparse.ArgumentParser(prog="python -m bench prepare", description=__doc__.split("\n\n")[0])
-    ap.add_argument("overrides", nargs="*", help="experiment=, cluster=, dataset_path=PATH")
+    from bench.cli import add_overrides, command_parser
+
+    ap = command_parser(
+        "prepare",
+        "Put an experiment's datasets (in each framework's format) and model weights on the site's shared "
+        "filesystem, once: intact files already there are kept.",
+        "conf/ and the overrides; the Hugging Face Hub (or its cache with HF_HUB_OFFLINE=1, or a local "
+        "mirror given as dataset_path=PATH).",
+        "datasets under cluster.data_root with prepared.json (rows, sha256, revision), and model weights "
+        "under cluster.model_root with <name>.prepared.json.",
+        ["python -m bench prepare experiment=smoke cluster=testbed --only data"],
+    )
+    add_overrides(ap, "dataset_path=PATH reads the dataset from a local mirror")
     ap.add_argument("--only", choices=["data", "models"], help="prepare only datasets or only models")
     ap.add_argument("--verify", action="store_true", help="re-hash every model file already present")
     args = ap.parse_intermixed_args(argv)

@@ -10,7 +10,6 @@ experiment with one key changed at a time (runners/docs.py lays the page out).
 
 from __future__ import annotations
 
-import argparse
 import copy
 import importlib
 import sys
@@ -21,6 +20,7 @@ from omegaconf import OmegaConf
 from bench.config import CONF_DIR, compose
 from runners.base import NOT_INSTALLED, load_runner
 from runners.docs import OPD_BASE, OPD_ROWS, PERTURBATIONS, FrameworkDoc, changes, opd_key, page, with_notes
+from runners.shell import script_value_problems
 
 
 def frameworks_doc(conf_dir: Path = CONF_DIR) -> str:
@@ -67,28 +67,47 @@ def _typed(text: str) -> object:
 
 def main(argv: list[str]) -> int:
     """Render; returns 0, or 2 with the problems on stderr when the runner rejects the config."""
-    ap = argparse.ArgumentParser(prog="python -m bench render", description=__doc__.splitlines()[0])
+    from bench.cli import add_overrides, command_parser
+
+    ap = command_parser(
+        "render",
+        "Write one framework's native launch for an experiment, without running it: the framework's "
+        "argv per role, its native config files and the Slurm batch script.",
+        "conf/ and the overrides (framework= picks the framework).",
+        "OUT/launch/ (command.json, job.sbatch and the native files such as overrides.txt); never into "
+        "an existing run directory or over files render did not write.",
+        [
+            "python -m bench render experiment=smoke framework=verl --out /tmp/verl-smoke",
+            "python -m bench render --frameworks-doc > docs/frameworks.md",
+        ],
+    )
     ap.add_argument("--out", type=Path, help="run directory; the launch goes to OUT/launch/")
     ap.add_argument("--native", action="store_true", help="also validate against the installed framework")
     ap.add_argument("--frameworks-doc", action="store_true", help="print docs/frameworks.md and exit")
-    args, overrides = ap.parse_known_args(argv)
+    add_overrides(ap)
+    args = ap.parse_intermixed_args(argv)
+    overrides = args.overrides
     if args.frameworks_doc:
         sys.stdout.write(frameworks_doc())
         return 0
     if args.out is None:
         print("render: --out DIR is required (the launch goes to DIR/launch/)", file=sys.stderr)
         return 2
+    from bench.outdir import check_out, staged
+
+    check_out(args.out, "render", replace_own=True)  # never into a run dir or over others' files
     cfg = compose(overrides)
     runner = load_runner(cfg.framework)
-    problems = runner.validate(cfg)
+    problems = runner.validate(cfg) + script_value_problems(cfg)  # a #SBATCH value with a line break
     if problems:
         for p in problems:
             print(f"{cfg.framework.name}: {p}", file=sys.stderr)
         return 2
     launch = runner.render_launch(cfg)
-    written = launch.write(args.out / "launch")
+    with staged(args.out, "render") as tmp:  # whole or not at all (a full disk leaves OUT as it was)
+        written = launch.write(tmp / "launch")
     for path in written:
-        print(path)
+        print(args.out / path.relative_to(tmp))
     for note in launch.notes:
         print(f"note: {note}")
     if args.native:

@@ -8,13 +8,17 @@ record `bench status` and the report read; every update re-reads it and rewrites
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import os
 import re
+import socket
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.trace import RunPaths, read_manifest, redact_config, write_json, write_manifest
+from bench.trace import RunPaths, read_manifest, redact, redact_text, write_json, write_manifest
 
 REPO = Path(__file__).resolve().parent.parent
 MODE_NAMES = {"emulate": "emulated", "native": "native"}  # cfg.mode -> manifest mode
@@ -31,13 +35,26 @@ def slug(text: str) -> str:
 
 
 def point_slug(point: dict[str, str]) -> str:
-    """'workload.group_size=8 experiment.seed=1' -> 'group_size-8_seed-1' (last key part only)."""
-    return "_".join(f"{slug(k.rsplit('.', 1)[-1])}-{slug(v)}" for k, v in sorted(point.items()))
+    """'workload.group_size=8 experiment.seed=1' -> 'group_size-8_seed-1' (last key part only;
+    a secret swept value is named by its redacted form, never written into a directory name)."""
+    return "_".join(f"{slug(k.rsplit('.', 1)[-1])}-{slug(v)}" for k, v in sorted(redact(point).items()))
 
 
 def allocate(results_dir: Path | str, experiment: str, framework: str, point: dict[str, str]) -> RunPaths:
-    """Create a fresh run directory: <framework>[-<sweep point>]-<UTC time>[-<n>]; never reuses one."""
+    """Create a fresh run directory: <framework>[-<sweep point>]-<UTC time>[-<n>]; never reuses one.
+
+    The last line of defence for every writer of runs: a directory outside `results_dir` (an
+    experiment name like `../../x`) or at its top (an empty name) is refused (UsageError) before
+    anything is created."""
     base = Path(results_dir) / experiment
+    top = Path(os.path.abspath(results_dir))
+    if not experiment or top not in Path(os.path.abspath(base)).parents:
+        from bench.errors import UsageError
+
+        raise UsageError(
+            f"experiment.name={experiment!r}: its runs would land in {base}, outside {results_dir}/<experiment>/; "
+            "expected one folder name (not empty, no '/' or '..')"
+        )
     base.mkdir(parents=True, exist_ok=True)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
     stem = "-".join(p for p in (framework, point_slug(point), stamp) if p)
@@ -84,7 +101,8 @@ def run_identity(cfg: Any, paths: RunPaths, mode: str, resolved: Any = None) -> 
         "framework_version": cfg.framework.version,
         "mode": mode,
         "status": "running",
-        "config": redact_config(to_container(cfg)),
+        "owner": owner(),
+        "config": redact(to_container(cfg)),
         "resolved": resolved.to_dict(),
         "inferred": inferred_from_config(cfg, resolved),
     }
@@ -121,6 +139,18 @@ def initial_manifest(
     }
 
 
+def start(paths: RunPaths, manifest: dict[str, Any]) -> None:
+    """Write a freshly made run directory's first manifest; if even that fails (a full disk), remove
+    the directory's empty folders again, so no run directory is ever left without a manifest."""
+    try:
+        write_manifest(paths, manifest)
+    except BaseException:
+        for d in (paths.launch, paths.logs, paths.trace, paths.root):
+            with contextlib.suppress(OSError):
+                d.rmdir()  # only if empty: whatever holds files was not made here
+        raise
+
+
 def write_resolved_config(paths: RunPaths, config: dict[str, Any], resolved: dict[str, Any]) -> None:
     """config.resolved.yaml: the (redacted) composed config, then the layout derived from it under
     `resolved:` (GPU pools, engines, KV bytes per token, concurrency ceiling, mode and policy)."""
@@ -128,19 +158,24 @@ def write_resolved_config(paths: RunPaths, config: dict[str, Any], resolved: dic
 
     from bench.trace import atomic_path
 
-    text = yaml.safe_dump(redact_config(config), sort_keys=False)
+    text = yaml.safe_dump(redact(config), sort_keys=False)
     text += "# derived once from the config above by bench/resolve.py\n"
-    text += yaml.safe_dump({"resolved": resolved}, sort_keys=False)
+    text += yaml.safe_dump({"resolved": redact(resolved)}, sort_keys=False)
     with atomic_path(paths.resolved_config) as tmp:
         tmp.write_text(text)
 
 
-def update(paths: RunPaths, status: str | None = None, **dispatch: Any) -> dict:
-    """Merge `dispatch` fields (and optionally the run status) into manifest.json; return it."""
+def update(
+    paths: RunPaths, status: str | None = None, owner: dict[str, Any] | None = None, **dispatch: Any
+) -> dict:
+    """Merge `dispatch` fields (and optionally the run status and its owner) into manifest.json;
+    return it."""
     manifest = read_manifest(paths)
     manifest.setdefault("dispatch", {}).update(dispatch)
     if status is not None:
         manifest["status"] = status
+    if owner is not None:
+        manifest["owner"] = owner
     write_manifest(paths, manifest)
     return manifest
 
@@ -175,24 +210,26 @@ def finish(
     reason: str | None = None,
     extra: dict[str, Any] | None = None,
     exit_state: str | None = None,
+    status: str | None = None,
 ) -> str:
     """End a run: merge a stage's manifest keys (`extra`; the run's own keys win), compute
     metrics.json exactly once from the trace, then write the final status last, so whoever waits
     on the status finds metrics.json. A run whose metrics cannot be computed is not completed: it
-    ends partial (its trace is kept) with the error as its reason. Returns the final status."""
+    ends partial (its trace is kept) with the error as its reason. `status` names the end when it
+    is not the run's own (cancelled by its driver). Returns the final status."""
     from bench.metrics import compute
 
     manifest = {**(extra or {}), **read_manifest(paths)}
     steps = steps_traced(paths)
-    status = final_status(steps, ok)
+    status = status or final_status(steps, ok)
     if steps:
         write_manifest(paths, manifest)  # metrics read the stage's keys (wall_s, resources, config)
         try:
             write_json(paths.metrics, {**compute(paths.root), "status": status})
         except Exception as e:  # noqa: BLE001 - any failure here is the run's, recorded, not raised
-            status = "partial"
+            status = "partial" if status == "completed" else status
             reason = f"metrics.json could not be computed: {type(e).__name__}: {e}"
-            (paths.logs / "metrics-error.txt").write_text(reason + "\n")
+            (paths.logs / "metrics-error.txt").write_text(redact_text(reason) + "\n")
     manifest["status"] = status
     if reason:
         manifest["reason"] = reason
@@ -201,3 +238,101 @@ def finish(
         manifest["dispatch"].update(state=state, exit_state=state, reason=reason, ended_at=now_iso())
     write_manifest(paths, manifest)
     return status
+
+
+# -- who runs a run, and whether it still can ----------------------------------------------------
+
+
+def slurm_job_id() -> str | None:
+    """The Slurm job this process runs in, as squeue and scancel name it ('<array>_<index>' for an
+    array member, whose own SLURM_JOB_ID is a fresh number); None outside Slurm."""
+    env = os.environ
+    if "SLURM_JOB_ID" not in env:
+        return None
+    task = env.get("SLURM_ARRAY_TASK_ID")
+    return f"{env['SLURM_ARRAY_JOB_ID']}_{task}" if task is not None else env["SLURM_JOB_ID"]
+
+
+def process_start(pid: int) -> float | None:
+    """When process `pid` started, in Unix seconds to the clock tick (/proc: boot time + its start
+    ticks); None when no such process runs (gone, or a zombie) or /proc cannot say."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        boot = next(int(line.split()[1]) for line in open("/proc/stat") if line.startswith("btime"))
+    except (OSError, IndexError, StopIteration, ValueError):
+        return None
+    if stat[0] == "Z":  # exited, not yet reaped by its parent: it runs nothing
+        return None
+    return round(boot + int(stat[19]) / os.sysconf("SC_CLK_TCK"), 2)  # field 22 of proc(5)
+
+
+def owner() -> dict[str, Any]:
+    """The process that runs (or submits) a run, recorded in its manifest: host, pid, the process's
+    start time (Unix s; a pid reused later is another process) and the Slurm job id inside Slurm."""
+    pid = os.getpid()
+    return {
+        "host": socket.gethostname(),
+        "pid": pid,
+        "pid_started_at": process_start(pid),
+        "slurm_job_id": slurm_job_id(),
+    }
+
+
+def owner_gone(record: Any) -> str | None:
+    """Why the owner recorded in a manifest can no longer be running its run, or None while it may
+    (alive, on another host where this one cannot look, or not recorded)."""
+    if not isinstance(record, dict) or record.get("host") != socket.gethostname() or not record.get("pid"):
+        return None
+    pid, host = int(record["pid"]), record["host"]
+    started = process_start(pid)
+    if started is None:
+        return f"its process {pid} on {host} is gone"
+    recorded = record.get("pid_started_at")
+    if isinstance(recorded, int | float) and abs(started - recorded) > 0.015:  # one tick of slack
+        return f"pid {pid} on {host} is another process now (started {started}, not {recorded})"
+    return None
+
+
+def last_seen(paths: RunPaths) -> str:
+    """When the run last wrote anything (manifest.json, trace/, logs/), UTC ISO 8601."""
+    files = [paths.manifest, *(f for d in (paths.trace, paths.logs) if d.is_dir() for f in d.iterdir())]
+    mtimes = [f.stat().st_mtime for f in files if f.is_file()]
+    return dt.datetime.fromtimestamp(max(mtimes), dt.UTC).isoformat(timespec="seconds") if mtimes else "never"
+
+
+def lost(paths: RunPaths, manifest: dict[str, Any], why: str) -> dict[str, Any]:
+    """The manifest as shown for a run nobody runs any more: status `lost`, with `last_seen` and the
+    reason (shown, never written: the manifest stays its owner's record)."""
+    seen = last_seen(paths)
+    reason = f"lost: {why}; last seen {seen}"
+    dispatch = {**manifest.get("dispatch", {}), "state": "LOST", "reason": reason}
+    return {**manifest, "status": "lost", "last_seen": seen, "reason": reason, "dispatch": dispatch}
+
+
+def shown(paths: RunPaths, manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest as `bench status` and the report show it: a `running` run whose owner process
+    on this host is gone (or is another process now) is `lost` (see `lost`). A run handed to Slurm
+    is Slurm's to judge (bench.monitor.reconcile asks it), not the submitting process's."""
+    record = manifest.get("owner")
+    slurm = manifest.get("dispatch", {}).get("slurm_job_id") or (record or {}).get("slurm_job_id")
+    if manifest.get("status") != "running" or slurm:
+        return manifest
+    why = owner_gone(record)
+    return manifest if why is None else lost(paths, manifest, why)
+
+
+@contextlib.contextmanager
+def ends_if_failed(paths: RunPaths) -> Iterator[None]:
+    """Within the block, whatever stops the run (an exception, a full disk, Ctrl-C) marks it ended
+    with what happened before it propagates: failed (partial with traced steps) with the error as
+    the reason, or cancelled on KeyboardInterrupt. Best effort: if even that write fails (a full
+    disk), the manifest still says running and its owner is gone, so `bench status` shows it lost."""
+    try:
+        yield
+    except BaseException as e:
+        cancelled = isinstance(e, KeyboardInterrupt)
+        reason = "cancelled: SIGINT (Ctrl-C)" if cancelled else f"{type(e).__name__}: {e}"
+        with contextlib.suppress(Exception):
+            if read_manifest(paths).get("status") == "running":
+                finish(paths, ok=False, reason=reason, status="cancelled" if cancelled else None)
+        raise

@@ -21,7 +21,7 @@ from submitit.slurm.slurm import _make_sbatch_string
 
 from bench import rundir
 from bench.job import BenchJob
-from bench.trace import RunPaths
+from bench.trace import RunPaths, redact_file, redact_text
 
 
 def sbatch_params(cfg: Any, nodes: int, job_name: str, folder: Path | str) -> dict[str, Any]:
@@ -95,14 +95,12 @@ def prepare(p: Any, dry_run: bool = False) -> RunPaths:
     manifest["dispatch"].update(nodes=p.nodes, gpus_per_node=p.gpus_per_node, gpus=p.nodes * p.gpus_per_node)
     if dry_run:
         manifest["dispatch"]["state"] = "DRY_RUN"
-    from bench.trace import write_manifest
-
-    write_manifest(p.paths, manifest)
+    rundir.start(p.paths, manifest)
     rundir.write_resolved_config(p.paths, manifest["config"], manifest["resolved"])
     if p.launch is not None:
         p.launch.write(p.paths.launch)
     else:
-        (p.paths.launch / "render_error.txt").write_text(f"{p.render_error}\n")
+        (p.paths.launch / "render_error.txt").write_text(redact_text(f"{p.render_error}\n"))
     return p.paths
 
 
@@ -151,7 +149,7 @@ def _write_sbatch(group: list[Any], folder: Path | None) -> None:
         **params,
     )
     for p in group:
-        (p.paths.launch / "submit.sbatch").write_text(text)
+        (p.paths.launch / "submit.sbatch").write_text(redact_file("submit.sbatch", text))
 
 
 def _submit_slurm(group: list[Any], folder: Path) -> None:

@@ -42,7 +42,9 @@ def sampler_argv(logs: Path, in_slurm: bool) -> list[str]:
     """argv of the sampler: one srun step over every node (Slurm) or nvidia-smi itself (local)."""
     if not in_slurm:
         return NVSMI
-    inner = " ".join(NVSMI) + f' > "{logs}/gpu-$SLURMD_NODENAME.csv"'
+    from runners.shell import shell_word  # the run directory holds user text (results_dir, experiment.name)
+
+    inner = " ".join(NVSMI) + " > " + shell_word(f"{logs}/gpu-${{SLURMD_NODENAME}}.csv")
     return ["srun", "--overlap", "--ntasks-per-node=1", "--kill-on-bad-exit=0", "bash", "-c", inner]
 
 

@@ -11,7 +11,6 @@ No GPU exists here: jobs on the testbed run the emulator (docs/testbed.md).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -320,8 +319,18 @@ def status(tb: Testbed | None = None) -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m bench testbed up | down | status`."""
-    ap = argparse.ArgumentParser(prog="python -m bench testbed", description=__doc__.split("\n")[0])
-    ap.add_argument("action", choices=["up", "down", "status"])
+    from bench.cli import command_parser
+
+    ap = command_parser(
+        "testbed",
+        "Start, stop or show the local multi-node Slurm testbed (slurm-wlm on this machine, fake GPUs "
+        "declared as GRES) that dispatch tests and CLUSTER=testbed runs use (docs/testbed.md).",
+        "conf/cluster/testbed.yaml (nodes, GPUs per node) and the daemons' pid files under .testbed/.",
+        "up: .testbed/ (slurm.conf, munge key, logs, pid files) and starts the daemons; down: stops the "
+        "daemons it started; status: nothing.",
+        ["python -m bench testbed up", "python -m bench testbed status"],
+    )
+    ap.add_argument("action", choices=["up", "down", "status"], help="up, down or status")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for idle nodes (up)")
     args = ap.parse_args(argv)
     tb = from_config()

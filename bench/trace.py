@@ -20,6 +20,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+# Redaction lives in its own leaf module; runners reach it through the trace contract.
+from bench.redact import carried_secrets, carried_secrets_note, redact, redact_file, redact_text  # noqa: F401
+
 F64, I64, STR = pa.float64(), pa.int64(), pa.string()
 
 # steps.parquet: one row per trainer step; times in seconds, counts in samples/tokens.
@@ -30,12 +33,24 @@ STEP_FIELDS: list[tuple[str, pa.DataType]] = [
     ("step_s", F64),  # wall time of the step
     ("wait_s", F64),  # trainer idle, waiting for data
     ("gen_s", F64),  # generation time attributed to the step (meaning per framework mode)
-    ("logprob_s", F64),  # old/ref log-prob forward passes
-    ("compute_s", F64),  # forward + backward + optimizer
+    ("logprob_s", F64),  # old/ref log-prob forward passes (= ref_s + old_logprob_s where split)
+    ("compute_s", F64),  # forward + backward + optimizer (the update phase)
     ("sync_s", F64),  # weight sync trainer -> generator
-    # teacher / reward-model scoring of the step's rollouts, wall time as the framework logs it
-    # (emulated: union of the step's groups' scoring batches); null when not logged or no scoring stage
+    # teacher / reward-model scoring as a phase of the trainer step, wall time as the framework logs it
+    # (verl timing_s/reward, Miles' Megatron teacher forward); null when not logged or no scoring stage
     ("score_s", F64),
+    # scoring of the step's rollouts on the generation side, concurrent with generation like gen_s
+    # (emulated: union of the step's groups' scoring batches): inside the trainer's wait, not a phase
+    ("gen_score_s", F64),
+    # Phases of the step that only some frameworks time (null when not logged); see STEP_PHASES
+    ("ref_s", F64),  # reference-policy log-prob pass (part of logprob_s)
+    ("old_logprob_s", F64),  # old-policy log-prob and critic value passes (part of logprob_s)
+    ("adv_s", F64),  # advantage computation
+    ("handoff_s", F64),  # colocated hand-off: trainer state offloaded / engine woken, outside sync_s
+    ("checkpoint_s", F64),  # checkpoint save inside the step
+    ("validation_s", F64),  # validation (test-set generation and scoring) inside the step
+    ("data_s", F64),  # data loading
+    ("unattributed_s", F64),  # step_s minus every phase above: time no timer covers (bench.trace.step_phases)
     ("samples", I64),  # rollouts trained on
     ("prompts", I64),
     ("prompt_tokens", I64),
@@ -49,8 +64,62 @@ STEP_FIELDS: list[tuple[str, pa.DataType]] = [
     ("reward_mean", F64),
     ("solve_all_frac", F64),  # groups where every rollout passed
     ("solve_none_frac", F64),  # groups where every rollout failed
+    # 1-based attempt of a requeued run whose values the row keeps (the last that logged the step;
+    # the manifest's `attempts` lists every attempt); null when not parsed from logs (emulated)
+    ("attempt", I64),
 ]
 STEP_SCHEMA = pa.schema(STEP_FIELDS)
+
+# The phases of a trainer step: disjoint parts of step_s (s), in the order the report draws them.
+# wait_s is the generation phase of a colocated run (the trainer's own GPUs generate) and waiting for
+# rollouts in a disaggregated one; logprob_s counts only where a writer does not split it into
+# ref_s + old_logprob_s. unattributed_s closes the sum: step_s = the sum of the phases (docs/metrics.md).
+STEP_PHASES = (
+    "wait_s",
+    "score_s",
+    "ref_s",
+    "old_logprob_s",
+    "logprob_s",
+    "adv_s",
+    "compute_s",
+    "sync_s",
+    "handoff_s",
+    "checkpoint_s",
+    "validation_s",
+    "data_s",
+    "unattributed_s",
+)
+
+
+def step_phases(steps: Any) -> Any:
+    """Per step, the seconds of each STEP_PHASES phase (a DataFrame, one column per phase present).
+
+    The one place the step is split: logprob_s counts only on rows without ref_s / old_logprob_s (it
+    is their sum there), and unattributed_s, when a writer left it null, is step_s minus the other
+    phases (null without step_s). A negative unattributed_s means timers overlap (a phase timed
+    inside another), kept as it is so the sum still equals step_s.
+    """
+    import pandas as pd
+
+    df = steps if isinstance(steps, pd.DataFrame) else pd.DataFrame.from_records(list(steps))
+    out = pd.DataFrame(index=df.index)
+    for col in STEP_PHASES[:-1]:
+        if col in df.columns and df[col].notna().any():
+            out[col] = pd.to_numeric(df[col], errors="coerce")
+    if "logprob_s" in out.columns:
+        split = [c for c in ("ref_s", "old_logprob_s") if c in out.columns]
+        if split:
+            out.loc[out[split].notna().any(axis=1), "logprob_s"] = None
+            if out["logprob_s"].isna().all():
+                out = out.drop(columns="logprob_s")
+    step = pd.to_numeric(df["step_s"], errors="coerce") if "step_s" in df.columns else None
+    given = df["unattributed_s"] if "unattributed_s" in df.columns else pd.Series(None, index=df.index)
+    derived = step - out.sum(axis=1, min_count=0) if step is not None else None
+    out["unattributed_s"] = pd.to_numeric(given, errors="coerce")
+    if derived is not None:
+        out["unattributed_s"] = out["unattributed_s"].fillna(derived)
+    return out
+
 
 # Policy versions count optimizer updates: trainer step s (1-based) starts from version s - 1,
 # so a rollout's staleness is (step_consumed - 1) - policy_version_start.
@@ -83,7 +152,9 @@ GPU_FIELDS: list[tuple[str, pa.DataType]] = [
 GPU_SCHEMA = pa.schema(GPU_FIELDS)
 
 NATIVE_PREFIX = "native_"  # extra float64 columns: what the framework itself reported
-RUN_STATUSES = ("running", "completed", "failed", "partial")
+# cancelled: the driver that owned the run stopped it on SIGINT/SIGTERM (bench.launch). A run whose
+# owner is gone while it says running is shown `lost` (bench.rundir.shown), never written so.
+RUN_STATUSES = ("running", "completed", "failed", "partial", "cancelled")
 MODES = ("native", "emulated")
 
 
@@ -209,8 +280,16 @@ def to_table(rows: list[dict[str, Any]] | Any, schema: pa.Schema, allow_native: 
 
 
 def write_steps(path: Path | str, rows: list[dict[str, Any]] | Any) -> None:
-    """Validate and atomically write steps.parquet."""
-    table = to_table(rows, STEP_SCHEMA, allow_native=True)
+    """Validate and atomically write steps.parquet; unattributed_s is filled here (step_phases), so
+    every writer's trace accounts for each second of its steps."""
+    import pandas as pd
+
+    df = rows if isinstance(rows, pd.DataFrame) else None
+    if df is None:
+        df = rows.to_frame() if hasattr(rows, "to_frame") else pd.DataFrame.from_records(list(rows))
+    if len(df) and "step_s" in df.columns:
+        df = df.assign(unattributed_s=step_phases(df)["unattributed_s"])
+    table = to_table(df, STEP_SCHEMA, allow_native=True)
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
 
@@ -306,6 +385,11 @@ def read_gpu(path: Path | str):
 
 
 MANIFEST_REQUIRED = ("experiment", "run_id", "framework", "framework_version", "mode", "status")
+# manifest.json's layout version: write_manifest stamps it as `schema_version`, read_manifest (and
+# the report) refuse any version not in MANIFEST_VERSIONS_READ. A manifest without the key was
+# written before it existed, in the layout of version 1.
+MANIFEST_SCHEMA_VERSION = 1
+MANIFEST_VERSIONS_READ = (1,)
 
 
 def read_env_file(path: Path | str) -> dict[str, int | float | str]:
@@ -330,8 +414,8 @@ def read_env_file(path: Path | str) -> dict[str, int | float | str]:
 
 
 def write_manifest(paths: RunPaths, manifest: dict[str, Any]) -> None:
-    """Validate and atomically write manifest.json, the run's one manifest writer: the config it
-    records is redacted here, always (secret-looking keys at any depth), whoever calls."""
+    """Validate and atomically write manifest.json, the run's one manifest writer: everything it
+    records (config, overrides, sweep point, reasons) is redacted here, always, whoever calls."""
     missing = [k for k in MANIFEST_REQUIRED if k not in manifest]
     if missing:
         raise TraceError(f"{paths.manifest}: manifest keys missing: {missing}")
@@ -339,34 +423,28 @@ def write_manifest(paths: RunPaths, manifest: dict[str, Any]) -> None:
         raise TraceError(f"{paths.manifest}: mode={manifest['mode']!r}; expected one of {MODES}")
     if manifest["status"] not in RUN_STATUSES:
         raise TraceError(f"{paths.manifest}: status={manifest['status']!r}; expected one of {RUN_STATUSES}")
-    if "config" in manifest:
-        manifest = {**manifest, "config": redact_config(manifest["config"])}
-    write_json(paths.manifest, manifest)
+    # the layout this writer writes, first in the file, whatever version the dict was read as
+    stamped = {"schema_version": MANIFEST_SCHEMA_VERSION}
+    stamped |= {k: v for k, v in manifest.items() if k != "schema_version"}
+    write_json(paths.manifest, redact(stamped))
 
 
 def read_manifest(paths: RunPaths) -> dict[str, Any]:
     if not paths.manifest.exists():
         raise TraceError(f"{paths.manifest}: missing")
-    return json.loads(paths.manifest.read_text())
+    manifest = json.loads(paths.manifest.read_text())
+    check_manifest_version(paths.manifest, manifest)
+    return manifest
 
 
-SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+def check_manifest_version(path: Path | str, manifest: dict[str, Any]) -> None:
+    """UsageError (one line) when a manifest's schema_version is not one this suite reads."""
+    version = manifest.get("schema_version", 1)
+    if version not in MANIFEST_VERSIONS_READ:
+        from bench.errors import UsageError
 
-
-def redact_config(node: Any) -> Any:
-    """Resolved config with the value of every secret-looking key ('*token*', '*key*', ...) redacted."""
-    if isinstance(node, dict):
-        return {
-            k: "<redacted>"
-            if any(m in str(k).upper() for m in SECRET_MARKERS) and not isinstance(v, dict | list)
-            else redact_config(v)
-            for k, v in node.items()
-        }
-    if isinstance(node, list):
-        return [redact_config(v) for v in node]
-    return node
-
-
-def redact(env: dict[str, str]) -> dict[str, str]:
-    """Environment for manifests/command.json: values of secret-looking names become '<redacted>'."""
-    return {k: ("<redacted>" if any(m in k.upper() for m in SECRET_MARKERS) else v) for k, v in env.items()}
+        raise UsageError(
+            f"{path}: schema_version {version!r} is not one this suite reads "
+            f"({', '.join(map(str, MANIFEST_VERSIONS_READ))}); read it with the suite that wrote it, "
+            "or ingest its logs again"
+        )

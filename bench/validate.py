@@ -8,13 +8,12 @@ one-screen summary, or exit 2 with one line per problem.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from typing import Any
 
 from omegaconf import OmegaConf
 
-from bench.config import compose, for_framework
+from bench.config import compose, expected_range, for_framework
 from bench.errors import EXIT_USAGE, UsageError
 from bench.resolve import Resolved
 
@@ -43,12 +42,8 @@ def _check_workload(cfg: Any) -> list[str]:
         )
     if w.staleness_budget < 0:
         out.append(f"workload.staleness_budget={w.staleness_budget}: expected >= 0 policy versions")
-    if not 0 < w.response_len_mean_frac <= 1:
-        out.append(f"workload.response_len_mean_frac={w.response_len_mean_frac}: expected in (0, 1]")
-    if cfg.experiment.oversampling < 1:
-        out.append(
-            f"experiment.oversampling={cfg.experiment.oversampling}: expected >= 1 (dispatched / needed)"
-        )
+    if want := expected_range(cfg.experiment.oversampling, 1, True):
+        out.append(f"experiment.oversampling={cfg.experiment.oversampling}: {want} (dispatched / needed)")
     return out
 
 
@@ -222,13 +217,19 @@ def _check_framework(cfg: Any) -> list[str]:
     return list(runner.validate(cfg))
 
 
-# (key, lowest, lowest allowed?, highest): counts and sizes the layout, memory and emulator
-# arithmetic divide by or draw from. Keys _check_workload names itself are not repeated here.
+# (key, lowest, lowest allowed?, highest (included)): every number of the schema that has a
+# range, checked by bench.config.expected_range (NaN and inf are outside every range). Keys
+# _check_workload names itself (group_size, prompts_per_step, staleness_budget, oversampling) and
+# hardware.tco (bench.cost.TCO_RANGES) are not repeated here.
 RANGES = [
+    *[(f"experiment.{k}", 1, True, None) for k in ("trainer_gpus", "generator_gpus")],
     *[(f"experiment.trainer.{k}", 1, True, None) for k in ("tp", "pp", "cp", "ep", "micro_batch_tokens")],
     *[(f"experiment.generator.{k}", 1, True, None) for k in ("tp", "ep", "dp", "max_concurrency")],
     *[(f"experiment.generator.{k}", 0, False, None) for k in ("dtype_bytes", "kv_dtype_bytes")],
     ("experiment.generator.gpu_memory_utilization", 0, False, 1),
+    ("workload.response_len_mean_frac", 0, False, 1),
+    ("workload.lr", 0, False, None),  # learning rate: 0 would train nothing
+    *[(f"workload.{k}", 0, True, None) for k in ("kl_coef", "response_len_drift_steps")],
     *[
         (f"workload.{k}", 1, True, None)
         for k in ("mini_batches_per_step", "max_prompt_len", "max_response_len")
@@ -248,35 +249,52 @@ RANGES = [
         for k in ("layers", "hidden", "q_heads", "kv_heads", "head_dim", "vocab")
     ],
     ("model.max_context", 1, True, None),
+    *[
+        (f"model.{k}", 0, True, None)
+        for k in ("ffn_dense", "ffn_expert", "routed_experts", "shared_experts", "top_k", "dense_layers")
+    ],
+    *[
+        (f"model.{k}", 0, True, None)
+        for k in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+    ],
+    *[(f"model.{k}", 0, True, None) for k in ("dsa_topk", "dsa_index_heads", "dsa_index_dim")],
+    *[(f"model.{k}", 0, False, None) for k in ("weight_bytes", "rope_theta", "rms_norm_eps")],
+    ("model.partial_rotary_factor", 0, False, 1),
     *[(f"hardware.{k}", 0, False, None) for k in ("peak_bf16_flops", "hbm_gb", "hbm_tbps", "nvlink_gbps")],
-    ("hardware.network_gbps", 0, False, None),
+    *[(f"hardware.{k}", 0, False, None) for k in ("network_gbps", "tdp_w")],
+    ("hardware.host_gbps", 0, True, None),  # 0: unknown (docs: conf/hardware)
     ("hardware.gpus_per_node", 1, True, None),
     *[(f"cluster.{k}", 1, True, None) for k in ("nodes", "gpus_per_node", "time_min")],
+    ("cluster.cpus_per_task", 0, True, None),  # 0: Slurm decides
+    ("framework.handoff_fixed_s", 0, True, None),
     *[
         (f"emulator.{k}", 0, False, 1)
         for k in ("trainer_mfu", "prefill_mfu", "decode_bw_eff", "weight_sync_eff")
     ],
     *[(f"emulator.{k}", 0, True, None) for k in ("logprob_passes", "optimizer_s", "weight_sync_fixed_s")],
     *[(f"emulator.{k}", 0, True, None) for k in ("async_lag", "steps", "pace")],
+    *[
+        (f"emulator.{k}", 0, True, None)
+        for k in ("decode_step_floor_s", "handoff_fixed_s", "handoff_measured_s", "score_fixed_s")
+    ],
+    ("emulator.filesystem_gbps", 0, False, None),
 ]
 
 
 def _check_ranges(cfg: Any) -> list[str]:
-    """Counts, sizes and fractions outside their range (a negative GPU count, tp=0, a memory
-    utilisation of 1.5), named before any arithmetic divides by them."""
+    """Counts, sizes, rates and fractions outside their range (a negative GPU count, tp=0, a memory
+    utilisation of 1.5, a NaN learning rate), named before any arithmetic divides by them; then the
+    TCO inputs (bench.cost.tco_problems), which every run's cost figures are computed from."""
+    from bench.cost import tco_problems
+
     out = []
-    for key in ("experiment.trainer_gpus", "experiment.generator_gpus"):
-        if (n := OmegaConf.select(cfg, key)) is not None and n < 1:
-            out.append(f"{key}={n}: expected >= 1")
     for key, lo, lo_ok, hi in RANGES:
         v = OmegaConf.select(cfg, key)
-        if v is None or isinstance(v, bool):
+        if v is None or isinstance(v, bool):  # None: not recorded (optional model facts)
             continue
-        if (v < lo if lo_ok else v <= lo) or (hi is not None and v > hi):
-            low = f"{'>=' if lo_ok else '>'} {lo}"
-            want = f"in {'[' if lo_ok else '('}{lo}, {hi}]" if hi is not None else low
-            out.append(f"{key}={v}: expected {want}")
-    return out
+        if want := expected_range(v, lo, lo_ok, hi):
+            out.append(f"{key}={v}: {want}")
+    return out + tco_problems(cfg.hardware)
 
 
 def _check_mode(cfg: Any) -> list[str]:
@@ -309,7 +327,9 @@ def validate_workload(cfg: Any, r: Resolved | None = None) -> list[str]:
 
 def validate(cfg: Any, r: Resolved | None = None) -> list[str]:
     """Every problem of one composed config, one line each (key, value, expected)."""
-    problems = validate_workload(cfg, r)
+    from runners.shell import script_value_problems  # a #SBATCH value with a line break
+
+    problems = validate_workload(cfg, r) + script_value_problems(cfg)
     if _check_ranges(cfg):  # the runners' own checks divide by these values too
         return problems
     return problems + _check_framework(cfg)
@@ -340,10 +360,17 @@ def summary_lines(cfg: Any, s: Resolved) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench validate", description=__doc__)
-    ap.add_argument(
-        "overrides", nargs="*", help="Hydra overrides, e.g. experiment=smoke workload.group_size=8"
+    from bench.cli import add_overrides, command_parser
+
+    ap = command_parser(
+        "validate",
+        "Check each framework of an experiment before anything is submitted: exit 0 with a one-screen "
+        "summary, or exit 2 with one line per problem naming the key, the value and what was expected.",
+        "conf/ and the overrides (with --native, also the installed frameworks).",
+        "nothing.",
+        ["python -m bench validate experiment=smoke workload.group_size=8"],
     )
+    add_overrides(ap)
     ap.add_argument(
         "--native", action="store_true", help="also ask each installed framework to parse its launch"
     )

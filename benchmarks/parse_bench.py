@@ -17,8 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures" / "opd-benchmark" / "opd-frameworks" / "results"
 sys.path.insert(0, str(REPO))
+from bench.fixtures import fixtures_dir  # noqa: E402  (after the checkout is on sys.path)
+
+FIXTURES = fixtures_dir() / "opd-benchmark" / "opd-frameworks" / "results"  # `make fixtures`
 
 
 def _verl_chunk(copy: int, text: str, steps_per_copy: int) -> str:

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
-from bench.trace import atomic_path, redact
+from bench.trace import atomic_path, carried_secrets, carried_secrets_note, redact, redact_file
 from runners.run_config import RAY_PREFIX_PATTERN
 
 
@@ -50,9 +51,12 @@ class Launch:
     files: dict[str, str] = field(default_factory=dict)  # name -> text (overrides.txt, rl.toml, ...)
     sbatch: str = ""  # complete job.sbatch text
     notes: list[str] = field(default_factory=list)  # translation caveats for this workload
+    # config keys whose secret values the launch carries: written as <redacted>, so it cannot use them
+    secrets: list[str] = field(default_factory=list)
 
     def command_json(self) -> dict[str, Any]:
-        return {
+        """command.json's content, redacted (bench.redact: argv, env and notes alike)."""
+        return redact({
             "framework": self.framework,
             "version": self.version,
             "nodes": self.nodes,
@@ -62,21 +66,23 @@ class Launch:
                     "role": p.role,
                     "node_rank": p.node_rank,
                     "argv": p.argv,
-                    "env": redact(p.env),
+                    "env": p.env,
                     "secret_env": sorted(p.secret_env),
                 }
                 for p in self.processes
             ],
             "notes": self.notes,
-        }
+        })
 
     def write(self, launch_dir: Path | str) -> list[Path]:
-        """Write command.json, job.sbatch and the native files atomically; return the paths."""
+        """Write command.json, job.sbatch and the native files atomically, every one redacted
+        (a secret the launch carries is written as <redacted>: see `secrets`); return the paths."""
         launch_dir = Path(launch_dir)
         written = []
-        items = {"command.json": json.dumps(self.command_json(), indent=2) + "\n", **self.files}
+        items = {name: redact_file(name, text) for name, text in self.files.items()}
         if self.sbatch:
-            items["job.sbatch"] = self.sbatch
+            items["job.sbatch"] = redact_file("job.sbatch", self.sbatch)
+        items = {"command.json": json.dumps(self.command_json(), indent=2) + "\n", **items}  # redacted
         for name, text in items.items():
             with atomic_path(launch_dir / name) as tmp:
                 tmp.write_text(text)
@@ -223,7 +229,7 @@ class Runner:
         if problems:
             raise ValueError(f"{self.name} cannot run this workload: " + "; ".join(problems))
         b = self.build(cfg, self.resolve_mode(cfg))
-        return Launch(
+        launch = Launch(
             framework=self.name,
             version=str(cfg.framework.version),
             nodes=b.nodes,
@@ -233,6 +239,13 @@ class Runner:
             sbatch=b.sbatch,
             notes=b.notes,
         )
+        # A secret typed into the config (cluster.setup, framework.native...) that the launch carries
+        # is written redacted, so the launch could not use it: said here, at render time.
+        carried = [*b.files.values(), b.sbatch, *(x for p in b.processes for x in (*p.argv, *p.env.values()))]
+        launch.secrets = carried_secrets(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True), carried)
+        if launch.secrets:
+            launch.notes = [*launch.notes, carried_secrets_note(launch.secrets)]
+        return launch
 
     def parse_logs(self, log_dir: Path | str, **options: Any) -> ParseResult:
         """A native run's output directory (files found by content) -> trace rows; never raises on

@@ -20,6 +20,8 @@ import yaml
 from runners.run_config import RAY_PREFIX, line_at, source
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# another actor's tag that Ray flushed onto the end of a dump line (`'name': 'x',(pid=934604) `)
+TRAILING_TAG = re.compile(r"\((?:[\w.:-]+ )*pid=\d+[^)]*\)\s*$")
 INTERP = re.compile(r"^\$\{(?:oc\.select:)?([\w.]+)(?:,\s*([^}]*))?\}$")
 
 
@@ -81,7 +83,7 @@ def from_overrides(text: str, path: Path, root: Path) -> Tree | None:
     """Hydra's overrides.yaml (`- a.b=value` lines) or an argv of `a.b=value` words."""
     data: dict = {}
     lines: dict[str, int] = {}
-    for i, line in enumerate(text.splitlines(), 1):
+    for i, line in enumerate(text.split("\n"), 1):  # LF only: physical lines, as `grep -n` counts
         m = re.match(r"^\s*-?\s*['\"]?\+{0,2}([A-Za-z_][\w.]*)=(.*?)['\"]?\s*$", line)
         if not m:
             continue
@@ -106,11 +108,21 @@ def from_pprint_dump(text: str, start: int, path: Path, root: Path) -> Tree | No
     """A pprint'ed dict that starts at character `start` of a console log (Ray prefixes on every
     line). Lines of the dump are located by walking the keys in print order."""
     first_line = line_at(text, start)
+    line_start = text.rfind("\n", 0, start) + 1
+    prefix = RAY_PREFIX.match(ANSI.sub("", text[line_start:start]))
+    actor = prefix.group(0).strip() if prefix else None
     body: list[str] = []
+    body_lines: list[int] = []  # the physical line of each body line
     depth = 0
-    for line in text[start:].splitlines():
-        line = RAY_PREFIX.sub("", ANSI.sub("", line))
+    # split on LF only: a tqdm `\r` inside a line is not a line end (`grep -n` numbering)
+    for i, line in enumerate(text[start:].split("\n")):
+        line = ANSI.sub("", line)
+        m = RAY_PREFIX.match(line)
+        if actor and i and (m is None or m.group(0).strip() != actor):
+            continue  # another actor's output interleaved with the dump (Ray flushes them together)
+        line = TRAILING_TAG.sub("", RAY_PREFIX.sub("", line))
         body.append(line)
+        body_lines.append(first_line + i)
         depth += _bracket_delta(line)
         if depth <= 0:
             break
@@ -128,7 +140,7 @@ def from_pprint_dump(text: str, start: int, path: Path, root: Path) -> Tree | No
             at = _find_key(body, str(k), pos[0])
             if at is not None:
                 pos[0] = at
-                lines[f"{prefix}{k}"] = first_line + at
+                lines[f"{prefix}{k}"] = body_lines[at]
             if isinstance(v, dict):
                 walk(v, f"{prefix}{k}.")
 
@@ -162,3 +174,45 @@ def _bracket_delta(line: str) -> int:
             delta -= 1
         i += 1
     return delta
+
+
+# A Hydra override on a launch command line (`actor_rollout_ref.rollout.n=5`, `++trainer.x=1`,
+# quoted or not): a dotted key, so Python reprs (`TransformerConfig(tensor_model_parallel_size=2`)
+# and shell assignments (`TP_VALUE=2`) are never read as one.
+COMMAND_ARG = re.compile(r"""(?:^|[\s"'])\+{0,2}([A-Za-z_]\w*(?:\.\w+)+)=("[^"]*"|'[^']*'|[^\s"'\\]+)""")
+SHELL_VAR = re.compile(r"""^\s*(?:export\s+)?([A-Za-z_]\w*)=("[^"]*"|'[^']*'|[^\s#;]*)""")
+SHELL_REF = re.compile(r"\$\{?([A-Za-z_]\w*)\}?")
+
+
+def from_command(text: str, path: Path, root: Path) -> Tree | None:
+    """Hydra overrides on the launch command lines a log quotes (`python3 -m verl.trainer.main_ppo
+    a.b=1 ...`, a script's `a.b=$VAR \\` lines, `bash run.sh "a.b=1 c.d=2"`), `$VAR`s replaced by
+    the script's own `VAR=value` lines. The last setting of a key wins, as in Hydra; its line is
+    the physical line (LF only) that set it."""
+    data: dict = {}
+    lines: dict[str, int] = {}
+    env: dict[str, str] = {}
+    for i, line in enumerate(text.split("\n"), 1):
+        line = RAY_PREFIX.sub("", ANSI.sub("", line))
+        var = SHELL_VAR.match(line)
+        if var and "." not in var.group(1):
+            env[var.group(1)] = var.group(2).strip("\"'")
+        for m in COMMAND_ARG.finditer(line):
+            key, raw = m.group(1), m.group(2).strip("\"'")
+            raw = SHELL_REF.sub(lambda r: env.get(r.group(1), r.group(0)), raw)
+            if "$" in raw:
+                continue  # a variable the log never sets: the value is unknown
+            try:
+                value = yaml.safe_load(raw) if raw else None
+            except yaml.YAMLError:
+                value = raw
+            node = data
+            parts = key.split(".")
+            for part in parts[:-1]:
+                node = node.setdefault(part, {})
+                if not isinstance(node, dict):
+                    break
+            else:
+                node[parts[-1]] = value
+                lines[key] = i
+    return Tree(data, lines, path, root) if data else None

@@ -86,8 +86,9 @@ INFERRED_SOURCES: list[tuple[str, dict[str, str]]] = [
     (
         "model (matched against conf/model by bench/infer.py)",
         {
-            "verl": "the printed HF config, else `Qwen3ForCausalLM contains 596.05M parameters`; "
-            "the model path `actor_rollout_ref.model.path` when it names a conf/model id",
+            "verl": "the name: the model path `actor_rollout_ref.model.path` (config dump, launch command "
+            "with its MODEL_PATH= variable), or the hub id a huggingface-cli download put there; the "
+            "architecture (model_arch): the printed HF config, else `Qwen3ForCausalLM contains 596.05M parameters`",
             "slime": "Megatron's argument dump (`num_layers`, `hidden_size`, `num_attention_heads`, "
             "`num_query_groups`, `kv_channels`, `ffn_hidden_size`, `padded_vocab_size`, `num_experts`) "
             "and its rank-(0, 0) `number of parameters`; path `hf_checkpoint`",
@@ -98,7 +99,9 @@ INFERRED_SOURCES: list[tuple[str, dict[str, str]]] = [
     (
         "hardware",
         {
-            fw: "telemetry's nvidia-smi `name`, a suite manifest beside the logs, or given; never a default"
+            fw: "telemetry's nvidia-smi `name`, a device name a log prints (NVIDIA H100 80GB HBM3), a "
+            "suite manifest beside the logs, or given (checked against the logged memory and MFU); never "
+            "a default"
             for fw in ("verl", "slime", "prime_rl")
         },  # fmt: skip
     ),
@@ -144,7 +147,7 @@ INFERRED_SOURCES: list[tuple[str, dict[str, str]]] = [
     (
         "group_size",
         {
-            "verl": "`actor_rollout_ref.rollout.n`",
+            "verl": "`actor_rollout_ref.rollout.n`, else vLLM's sampling `kwargs: {'n': N`",
             "slime": "`n_samples_per_prompt`",
             "prime_rl": "`orchestrator.group_size` (`orchestrator.rollouts_per_example` before v0.8), "
             "else `progress/rollouts` / `progress/tasks` of metrics.jsonl",
@@ -178,9 +181,22 @@ INFERRED_SOURCES: list[tuple[str, dict[str, str]]] = [
     (
         "total_steps",
         {
-            "verl": "`trainer.total_training_steps`",
+            "verl": "`trainer.total_training_steps`, `Total training steps: N`, the LR schedule's `Total "
+            "steps: N`, the `Training Progress` bar's `0/N`, else `Size of train dataloader: N` x "
+            "`trainer.total_epochs`",
             "slime": "`num_rollout`",
             "prime_rl": "`max_steps` (config), `Starting orchestrator loop (max_steps=N)`",
+        },
+    ),
+    (
+        "rollout_tp, trainer_tp / pp / ep / dp",
+        {
+            "verl": "`actor_rollout_ref.rollout.tensor_model_parallel_size`; the actor's "
+            "Megatron `tensor_model_parallel_size` / `pipeline_model_parallel_size` / "
+            "`expert_model_parallel_size` (TP and PP 1 under an FSDP `strategy`); DP = GPUs / (TP x PP)",
+            "slime": "`rollout_num_gpus_per_engine`; Megatron `tensor_model_parallel_size` / "
+            "`pipeline_model_parallel_size` / `expert_model_parallel_size`; DP = GPUs / (TP x PP)",
+            "prime_rl": "not read",
         },
     ),
     (
@@ -314,7 +330,8 @@ def inferred_sources(frameworks: list[str]) -> list[str]:
         "",
         "`python -m bench ingest` writes each value to manifest.json `inferred` with its `source` "
         "(the file:line it was read from, or `given`); a value the logs lack is null with the reason. "
-        "Readers: runners/<framework>_config.py; model and hardware matching: bench/infer.py.",
+        "Readers: runners/<framework>_config.py; model matching: bench/infer.py; hardware: "
+        "bench/infer_hardware.py.",
         "",
         "| value | " + " | ".join(frameworks) + " |",
         "|---|" + "---|" * len(frameworks),

@@ -39,6 +39,8 @@ EXC_LINE = re.compile(
 # Fatal lines printed without a Python traceback: (regex, failure class)
 BARE = (
     (re.compile(r"Watchdog caught collective operation timeout.*"), "NCCLTimeout"),
+    # Hydra without HYDRA_FULL_ERROR prints the InstantiationException's text without a traceback
+    (re.compile(r"^Error in call to target '[^']*':?\s*$"), "hydra.errors.InstantiationException"),
     (
         re.compile(
             r"(?:A worker died or was killed while executing a task|The actor died unexpectedly|"
@@ -64,6 +66,7 @@ class Failure:
     kind: str  # the exception class (ValueError, ray.exceptions.ActorDiedError), or NCCLTimeout, Signal, ...
     message: str  # the line as the log printed it (prefix and colour codes stripped)
     source: str  # "<file>:<line>"
+    wrapped_by: str | None = None  # the wrapper's line (Hydra, Ray, multiprocessing) when unwrapped
 
     def text(self) -> str:
         return self.message if self.message.startswith(self.kind) else f"{self.kind}: {self.message}"
@@ -79,8 +82,10 @@ class LogEnd:
         return self.failures[0] if self.failures else None
 
 
-def _tail_lines(path: Path) -> tuple[list[str], int, bool]:
-    """(lines of the tail, line number of the first of them, whether the file ends mid-line)."""
+def _tail_lines(path: Path) -> tuple[list[str], list[int], bool]:
+    """(records of the tail, the physical line of each, whether the file ends mid-line). A record
+    ends at LF or at a bare CR (a tqdm redraw; a log written with CR line ends only); lines are
+    counted at LF only, as `grep -n` counts them, so every record of one line cites that line."""
     size = path.stat().st_size
     start = max(0, size - TAIL_BYTES)
     first_line = 1
@@ -93,18 +98,23 @@ def _tail_lines(path: Path) -> tuple[list[str], int, bool]:
         raw, first_line = raw[cut:], first_line + 1
     stripped = raw.rstrip(b"\0")
     cut_off = bool(stripped) and (not stripped.endswith(b"\n") or len(stripped) < len(raw))
-    text = (
-        stripped.replace(b"\0", b"").replace(b"\r\n", b"\n").replace(b"\r", b"\n").decode("utf-8", "replace")
-    )
-    return text.split("\n"), first_line, cut_off
+    text = stripped.replace(b"\0", b"").replace(b"\r\n", b"\n").decode("utf-8", "replace")
+    records: list[str] = []
+    numbers: list[int] = []
+    for n, line in enumerate(text.split("\n"), first_line):
+        for record in line.split("\r"):
+            records.append(record)
+            numbers.append(n)
+    return records, numbers, cut_off
 
 
 def _clean(line: str) -> str:
     return ANSI.sub("", PREFIX.sub("", line)).strip()
 
 
-def last_failure(lines: list[str]) -> tuple[int, str, str] | None:
-    """(index, class, line) of the last fatal line: a traceback's exception line, or a BARE line."""
+def last_failure(lines: list[str]) -> tuple[int, str, str, str | None] | None:
+    """(index, class, line, wrapper line or None) of the last fatal line: a traceback's exception
+    line, or a BARE line; an exception that wraps another is unwrapped (`_unwrap`)."""
     found: tuple[int, str, str] | None = None
     in_tb = from_tb = False
     for i, raw in enumerate(lines):
@@ -113,7 +123,7 @@ def last_failure(lines: list[str]) -> tuple[int, str, str] | None:
             in_tb = True
             continue
         if in_tb:
-            m = EXC_LINE.match(line)
+            m = EXC_LINE.match(line) or RAY_TASK_ERROR.match(line)
             if m:
                 found, in_tb, from_tb = (i, m.group(1), line), False, True
             continue
@@ -124,7 +134,52 @@ def last_failure(lines: list[str]) -> tuple[int, str, str] | None:
             if m:
                 found, from_tb = (i, kind, line), False
                 break
-    return found
+    return _unwrap(lines, found) if found else None
+
+
+# Exceptions that carry another: Hydra's InstantiationException (`Error in call to target 'x':`
+# then the cause's repr `ValueError('...')`, with or without a traceback), Ray's
+# `RayTaskError(ValueError): ray::Task.run() ...` and `ActorDiedError: The actor died because of
+# an error raised in its creation task` (the cause's traceback follows), multiprocessing's
+# RemoteTraceback (the cause's traceback inside it).
+WRAPPER = re.compile(
+    r"InstantiationException|RayTaskError|ActorDiedError|RayActorError|RemoteTraceback|"
+    r"^Error in call to target "
+)
+RAY_TASK_ERROR = re.compile(r"^((?:[A-Za-z_]\w*\.)*RayTaskError)\((\w+)\):")
+CAUSE_REPR = re.compile(
+    r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Timeout))\((['\"])(.*)\2\)$"
+)
+DIRECT_CAUSE = "The above exception was the direct cause of the following exception:"
+
+
+def _unwrap(lines: list[str], found: tuple[int, str, str]) -> tuple[int, str, str, str | None]:
+    """The original exception under a wrapper: the first exception line (or Hydra's repr line)
+    among the TRACEBACK_DETAIL_LINES after the wrapper, else the exception printed before Python's
+    "direct cause" banner above the wrapper's traceback; the wrapper itself when neither exists."""
+    i, kind, line = found
+    if not (WRAPPER.search(kind) or WRAPPER.search(line) or RAY_TASK_ERROR.match(line)):
+        return i, kind, line, None
+    for j in range(i + 1, min(len(lines), i + 1 + TRACEBACK_DETAIL_LINES)):
+        text = _clean(lines[j])
+        m = EXC_LINE.match(text)
+        if m and not WRAPPER.search(text):
+            return j, m.group(1), text, line
+        m = CAUSE_REPR.match(text)
+        if m:
+            return j, m.group(1), f"{m.group(1)}: {m.group(3)}", line
+    for j in range(i - 1, max(-1, i - 1 - 4 * TRACEBACK_DETAIL_LINES), -1):
+        if _clean(lines[j]) == DIRECT_CAUSE:
+            for k in range(j - 1, max(-1, j - 1 - TRACEBACK_DETAIL_LINES), -1):
+                text = _clean(lines[k]).strip('"')
+                m = EXC_LINE.match(text)
+                if m and not WRAPPER.search(text):
+                    return k, m.group(1), text, line
+            break
+    ray = RAY_TASK_ERROR.match(line)
+    if ray:  # the cause's class is in the wrapper's name even when its line is not in the tail
+        return i, ray.group(2), line, line
+    return i, kind, line, None
 
 
 def _survived(after: list[str]) -> bool:
@@ -138,13 +193,13 @@ def scan(log_dir: Path, files: list[Path]) -> LogEnd:
     end = LogEnd()
     for path in files:
         try:
-            lines, first, cut_off = _tail_lines(path)
+            lines, numbers, cut_off = _tail_lines(path)
         except OSError:
             continue
         if cut_off:
             end.cut_files.append(source(log_dir, path, None))
         hit = last_failure(lines)
         if hit and not _survived(lines[hit[0] + 1 :]):
-            i, kind, line = hit
-            end.failures.append(Failure(kind, line, source(log_dir, path, first + i)))
+            i, kind, line, wrapper = hit
+            end.failures.append(Failure(kind, line, source(log_dir, path, numbers[i]), wrapper))
     return end

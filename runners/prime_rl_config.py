@@ -200,7 +200,7 @@ def _from_logs(facts: Facts, log_dir: Path, files: list[Path]) -> None:
 
 def _from_progress(facts: Facts, log_dir: Path, path: Path, text: str) -> None:
     """Prompts and rollouts per step from the orchestrator's metrics rows (first row that has both)."""
-    for i, line in enumerate(text.splitlines(), 1):
+    for i, line in enumerate(text.split("\n"), 1):
         if '"progress/tasks"' not in line:
             continue
         try:

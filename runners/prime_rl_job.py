@@ -11,6 +11,7 @@ from typing import Any
 
 from runners import opd
 from runners.base import Process, enum_value
+from runners.shell import shell_word
 from runners.slurm import render_steps_sbatch
 
 ROUTER_PORT, BACKEND_PORT, RDZV_PORT, DP_RPC_PORT = 8000, 8100, 29500, 13345
@@ -275,6 +276,7 @@ def render_sbatch(cfg: Any, lay: Layout, procs: list[Process], version: str, com
     """job.sbatch (runners/slurm.py): prime-rl's node layout, a dry run of prime-rl's own launcher,
     then one srun step per process; no pkill preamble."""
     dry_run = [*UV, "rl", "@", "${RUN_DIR}/launch/rl.toml", "--output-dir", "${OUTPUT_DIR}", "--dry-run"]
+    need_checkout = shell_word(f"job.sbatch: set PRIME_RL_DIR to a prime-rl checkout at {version} ({commit})")
     return render_steps_sbatch(
         cfg.cluster,
         job_name=job_name(cfg),
@@ -294,7 +296,8 @@ def render_sbatch(cfg: Any, lay: Layout, procs: list[Process], version: str, com
             "# Needs bash >= 5.1 (wait -n -p).",
         ],
         variables=[
-            f': "${{PRIME_RL_DIR:?set PRIME_RL_DIR to a prime-rl checkout at {version} ({commit})}}"',
+            # the message is quoted (framework.version/commit are config values), not a ${VAR:?word}
+            f'[[ -n "${{PRIME_RL_DIR:-}}" ]] || {{ echo {need_checkout} >&2; exit 1; }}',
             'OUTPUT_DIR="${RUN_DIR}/logs/prime_rl"  # prime-rl output_dir: metrics.jsonl, configs/, checkpoints',
             'CONFIG_DIR="${OUTPUT_DIR}/configs"',
         ],

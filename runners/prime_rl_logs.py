@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from bench.trace import read_env_file
+from runners.attempts import Stream
 from runners.prime_rl_columns import NAN, StepRows, StepTable, overlay, union
 from runners.prime_rl_traces import check_against_steps, parse_traces
 
@@ -65,8 +66,8 @@ TRAINER_TIME = {
     "wait_s": ("time/wait_for_batch",),
     "compute_s": ("time/forward_backward",),
     "sync_s": ("time/broadcast_weights",),
-    "native_load_data_s": ("time/load_data",),
-    "native_save_ckpt_s": ("time/save_ckpt",),
+    "data_s": ("time/load_data",),
+    "checkpoint_s": ("time/save_ckpt",),
 }
 TRAINER_PERF = {
     "native_throughput_tokens_per_s": ("perf/throughput",),
@@ -400,3 +401,32 @@ def parse_dir(log_dir: Path | str) -> tuple[StepRows, LogParse, dict[str, Any]]:
     if acc.skipped_console:
         acc.warnings.append(f"{acc.skipped_console} console Step line(s) could not be read (skipped)")
     return rows, acc, run_info
+
+
+# Attempt boundaries of a requeued run (runners/attempts.py): the trainer's console Step line (it
+# carries `| Loss`; the orchestrator's runs ahead of it and is left out) and its metrics.jsonl timer
+# row, one per trainer step, each with the step's wall time.
+def _console_seconds(line: bytes) -> float | None:
+    m = STEP_AT.search(ANSI.sub(b"", line))
+    return parse_duration(m[2]) if m else None
+
+
+def _metrics_seconds(line: bytes) -> float | None:
+    m = re.search(rb'"time/step": ?([-+\d.eE]+)', line)
+    return float(m.group(1)) if m else None
+
+
+def _metrics_time(line: bytes) -> float | None:
+    m = re.search(rb'"time": ?([\d.eE+]+)', line)
+    return float(m.group(1)) if m else None
+
+
+STEP_STREAMS = (
+    Stream("trainer console", re.compile(rb"Step (?<!\wStep )(\d+) \|[^\n]*\| Loss"), _console_seconds),
+    Stream(
+        "trainer metrics",
+        re.compile(rb'\{"step": ?(\d+),[^\n]*"time/forward_backward"'),
+        _metrics_seconds,
+        _metrics_time,
+    ),
+)

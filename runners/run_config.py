@@ -7,6 +7,7 @@ adds what the user gives ("given") and matches the architecture against conf/mod
 
 Fact names:
 - model_path: the checkpoint path or hub id the trainer loaded (often a local path: not a model id)
+- model_hub_id: the hub id the logs downloaded into model_path (`huggingface-cli download X --local-dir`)
 - architecture: {layers, hidden, q_heads, kv_heads, head_dim, ffn, vocab, params, class}, each
   present only when logged (params: total parameter count; class: e.g. Qwen3ForCausalLM)
 - gpus.<role>: GPUs of one role: trainer, rollout, hybrid (trainer and rollout colocated on the
@@ -20,6 +21,8 @@ Fact names:
   against a teacher) or the advantage estimator (grpo, gspo, ...)
 - teacher.model_path, teacher.tp (GPUs per teacher engine), teacher.placement: dedicated (its own
   GPUs) | with_generator (on the generator's GPUs) | with_trainer (inside the training process)
+- rollout.tp (GPUs per inference engine), trainer.tp / trainer.pp / trainer.ep / trainer.dp (the
+  trainer's tensor, pipeline, expert and data parallel sizes)
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ RAY_PREFIX = re.compile("^" + RAY_PREFIX_PATTERN + " ?")
 
 FACT_NAMES = (
     "model_path",
+    "model_hub_id",
     "architecture",
     "gpus.trainer",
     "gpus.rollout",
@@ -60,6 +64,11 @@ FACT_NAMES = (
     "teacher.model_path",
     "teacher.placement",
     "teacher.tp",
+    "rollout.tp",
+    "trainer.tp",
+    "trainer.pp",
+    "trainer.ep",
+    "trainer.dp",
 )
 SNIFF_BYTES = 1 << 20
 BULK_DIRS = frozenset({"rollouts", "checkpoints", "ckpt", "weights", "broadcasts", "wandb"})
@@ -136,6 +145,21 @@ def find_line(text: str, pattern: str, flags: int = re.M) -> tuple[re.Match | No
     return (m, line_at(text, m.start())) if m else (None, None)
 
 
+# `huggingface-cli download Org/Name --local-dir /root/models/Name` (also `hf download`): the hub
+# id of a model the run then loads from a local path
+HUB_DOWNLOAD = re.compile(r"\b(?:huggingface-cli|hf) download\s+([\w.-]+/[\w.-]+)\b[^\n]*?--local[-_]dir[ =]['\"]?([^\s'\"]+)")
+
+
+def hub_id_of(facts: Facts, log_dir: Path, model_path: str) -> None:
+    """model_hub_id: the hub id a log downloaded into `model_path` (HUB_DOWNLOAD), when it did."""
+    for path in text_files(log_dir):
+        text = head_text(path, 1 << 20)
+        for m in HUB_DOWNLOAD.finditer(text):
+            if m.group(2).rstrip("/") == model_path.rstrip("/"):
+                put(facts, "model_hub_id", m.group(1), source(log_dir, path, line_at(text, m.start())))
+                return
+
+
 def positive_int(v: Any) -> int | None:
     """v as an int when it is a positive whole number (a YAML int, '16', 16.0); else None."""
     try:
@@ -189,7 +213,7 @@ def hf_config_architecture(text: str) -> tuple[dict[str, Any], int] | None:
     if not m:
         return None
     body, depth = ["{"], 1
-    for line in text[m.end() :].splitlines()[1:]:
+    for line in text[m.end() :].split("\n")[1:]:  # LF only, as line_at counts
         line = RAY_PREFIX.sub("", line)
         body.append(line)
         depth += line.count("{") - line.count("}")
@@ -208,3 +232,55 @@ def hf_config_architecture(text: str) -> tuple[dict[str, Any], int] | None:
     if not arch.get("experts"):
         arch.pop("ffn_expert", None), arch.pop("top_k", None)
     return (arch, line_at(text, m.start())) if "layers" in arch and "hidden" in arch else None
+
+
+# Compressed logs: read through a decompressed copy (ingest stages one), never as binary. zstd needs
+# the `zstandard` module, which the suite does not depend on: without it a .zst file is named and skipped.
+COMPRESSED_SUFFIXES = (".gz", ".zst")
+
+
+def _zstd_reader(fh: Any) -> Any | None:
+    try:
+        import zstandard
+    except ImportError:
+        return None
+    return zstandard.ZstdDecompressor().stream_reader(fh)
+
+
+def stage_decompressed(logs: Path, into: Path) -> tuple[Path, dict[str, str], list[str]]:
+    """`logs` as a folder every reader can read: under `into`, each file linked as it is, each
+    compressed file (COMPRESSED_SUFFIXES) decompressed under its name without the suffix. Returns
+    (the staged --logs, staged path -> original path of each decompressed file, one line per
+    compressed file skipped: zstd without the zstandard module)."""
+    import gzip
+    import os
+    import shutil
+
+    staged = into / (logs.name[: -len(logs.suffix)] if logs.suffix in COMPRESSED_SUFFIXES else logs.name)
+    paths = [logs] if logs.is_file() else sorted(p for p in logs.rglob("*") if p.is_file())
+    decompressed, skipped = {}, []
+    for path in paths:
+        dest = staged if path == logs else staged / path.relative_to(logs)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix not in COMPRESSED_SUFFIXES:
+            os.symlink(path.resolve(), dest)
+            continue
+        if path != logs:  # (a single file's staged name is already without the suffix)
+            dest = dest.with_suffix("")
+        with open(path, "rb") as fh:
+            reader = gzip.open(fh) if path.suffix == ".gz" else _zstd_reader(fh)
+            if reader is None:
+                skipped.append(
+                    f"{path}: compressed (zstd) and skipped: the zstandard module is not installed here "
+                    f"(pip install zstandard, or decompress it first: zstd -d {path})"
+                )
+                continue
+            try:
+                with reader, open(dest, "wb") as out:
+                    shutil.copyfileobj(reader, out, 1 << 20)
+            except (OSError, EOFError) as e:  # a corrupt or cut-off archive
+                dest.unlink(missing_ok=True)
+                skipped.append(f"{path}: compressed but unreadable ({e}); skipped")
+                continue
+        decompressed[str(dest)] = str(path)
+    return staged, decompressed, skipped

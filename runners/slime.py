@@ -291,8 +291,9 @@ def flatten(flags: list[tuple[str, Any]]) -> list[str]:
 
 
 def flags_text(flags: list[tuple[str, Any]]) -> str:
-    """flags.txt: one flag and its shell-quoted value(s) per line (slime's bash-array style)."""
-    return "".join(" ".join([flag, *(shlex.quote(v) for v in _word(value))]) + "\n" for flag, value in flags)
+    """flags.txt: one flag and its value(s) per line, each word shell-quoted (slime's bash-array style;
+    a flag of framework.native.extra_args is user text too)."""
+    return "".join(" ".join(shlex.quote(w) for w in [flag, *_word(value)]) + "\n" for flag, value in flags)
 
 
 class SlimeRunner(Runner):

@@ -115,6 +115,7 @@ def read(log_dir: Path | str, run_info: dict[str, Any] | None = None) -> Facts:
     if run_info and run_info.get("mode"):
         put(facts, "mode", run_info["mode"], "driver and --colocate flag (slime parser)")
         put(facts, "staleness_bound", run_info.get("staleness_bound"), "driver (slime parser)")
+    _parallelism(facts, args)
     arch = _architecture(args)
     if arch:
         put(facts, "architecture", *arch)
@@ -125,6 +126,23 @@ def read(log_dir: Path | str, run_info: dict[str, Any] | None = None) -> Facts:
         _external_server(facts, args, log_dir, path, text)
     _algorithm(facts, args)
     return facts
+
+
+def _parallelism(facts: Facts, args: _Args) -> None:
+    """Rollout TP (`rollout_num_gpus_per_engine`: GPUs per SGLang engine) and Megatron's trainer
+    `tensor_model_parallel_size` / `pipeline_model_parallel_size` / `expert_model_parallel_size`;
+    DP = trainer GPUs / (TP x PP)."""
+    v, src = args.get("rollout_num_gpus_per_engine")
+    put(facts, "rollout.tp", positive_int(v), src)
+    for name, key in (("tp", "tensor_model_parallel_size"), ("pp", "pipeline_model_parallel_size"),
+                      ("ep", "expert_model_parallel_size")):  # fmt: skip
+        v, src = args.get(key)
+        put(facts, f"trainer.{name}", positive_int(v), src)
+    gpus = facts.get("gpus.hybrid") or facts.get("gpus.trainer")
+    tp, pp = facts.get("trainer.tp"), facts.get("trainer.pp")
+    if gpus and tp and pp and gpus.value % (tp.value * pp.value) == 0:
+        dp = gpus.value // (tp.value * pp.value)
+        put(facts, "trainer.dp", dp, f"{gpus.source}: {gpus.value} GPUs / (TP {tp.value} x PP {pp.value})")
 
 
 def _algorithm(facts: Facts, args: _Args) -> None:

@@ -32,6 +32,8 @@ from pathlib import Path
 from sys import intern
 from typing import Any
 
+from runners.attempts import Stream
+
 # The record anchor `<kind> <id>: {` is found with bytes.find; these regexes then run on one short
 # prefix, so the scan stays in C for the (many) lines that are not records.
 KIND_TAIL = re.compile(rb"(?:^|[\s(])(perf|rollout|eval|step|critic-step|passrate|multi_turn) (\d+)$")
@@ -75,6 +77,7 @@ KEPT_KEYS = frozenset(
         "perf/rollout_time", "perf/tokens_per_gpu_per_sec", "rollout/raw_reward", "rollout/response_lengths",
         "rollout/total_lengths", "rollout/weight_version/mean", "rollout/weight_version/min",
         "rollout/zero_std/all_zero_percentage", "rollout/zero_std/all_one_percentage",
+        "perf/data_preprocess_time", "perf/sleep_time", "perf/wake_up_time",
     }
 )  # fmt: skip
 KEPT_PREFIXES = ("rollout/dynamic_filter/drop_", "rollout/zero_std/count_")
@@ -398,6 +401,12 @@ def _step_row(state: LogState, k: int, sh: _Shape, peak_flops: float | None, t0:
         "score_s": _num(tp, "perf/teacher_log_probs_time"),
         "compute_s": _num(tp, "perf/actor_train_time"),
         "sync_s": _num(state.train_perf.get(k + 1), "perf/update_weights_time"),
+        "ref_s": _num(tp, "perf/ref_log_probs_time"),
+        "old_logprob_s": _num(tp, "perf/log_probs_time"),
+        "data_s": _num(tp, "perf/data_preprocess_time"),
+        # the colocated hand-off (offload the trainer, wake the engines) is timed inside
+        # perf/train_wait_time, so it stays in wait_s; kept here as its "of which"
+        "native_handoff_in_wait_s": _sum(tp, ("perf/sleep_time", "perf/wake_up_time")),
         "samples": sh.samples if tp else None,
         "prompts": sh.prompts if tp else None,
         "reward_mean": _num(tr, "rollout/raw_reward"),
@@ -499,3 +508,19 @@ def build_steps(
             f"{state.skipped} record line(s) with an unparseable payload (truncated or interleaved) skipped"
         )
     return rows, warnings, run_info
+
+
+# Attempt boundaries of a requeued run (runners/attempts.py): the train-side `perf N: {...}` record,
+# one per trainer step, its wall time in perf/step_time (perf/total_train_time before 2025-10-30).
+def _step_seconds(line: bytes) -> float | None:
+    m = re.search(rb"'perf/(?:step_time|total_train_time)': ([-+\d.eE]+)", line)
+    return float(m.group(1)) if m else None
+
+
+STEP_STREAMS = (
+    Stream(
+        "trainer",
+        re.compile(rb"perf (?<!\wperf )(\d+): \{[^\n]*'perf/(?:step_time|total_train_time|train_wait_time)'"),
+        _step_seconds,
+    ),
+)

@@ -2,7 +2,9 @@
 
 Shared by every runner whose framework runs on Ray (verl, slime) and usable for plain multi-process
 jobs (ray=False). The script is deterministic (no timestamps), every value taken from a config is
-quoted with shlex.quote, and it passes `bash -n` and `shellcheck`.
+quoted by runners/shell.py (only the suite's own `${RUN_DIR}`-style references expand; a #SBATCH
+value with a line break is refused; `cluster.setup` lines are the one verbatim exception), and it
+passes `bash -n` and `shellcheck`.
 
 API
 ---
@@ -18,7 +20,8 @@ ray_ready_timeout_s=900) -> str`
   `secret_env`: names only; the script checks they are set in the submitting shell, never their value.
 - `processes`: extra non-Ray processes (`runners.base.Process`), started in the background on their
   node rank before the driver (e.g. an inference server).
-- Placeholders: `{run_dir}` in any argv item or env value becomes `"${RUN_DIR}"` in the script.
+- Placeholders: `{run_dir}` in any argv item or env value becomes `${RUN_DIR}` in the script
+  (quoted by runners/shell.shell_word, which lets only the suite's own references expand).
   RUN_DIR is `$BENCH_RUN_DIR` if set, else the submit directory: submit with
   `cd RUN_DIR && mkdir -p logs && sbatch launch/job.sbatch` (Slurm's `--output=logs/...` is relative
   to it and Slurm does not create the folder).
@@ -42,28 +45,13 @@ filled in at run time).
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from runners.base import Process
+from runners.shell import comment, env_name, header_value, one_line, shell_join, shell_word
 
-RUN_DIR_PLACEHOLDER = "{run_dir}"
 CONTAINER_KINDS = ("none", "pyxis", "apptainer")
-
-
-def shell_word(value: Any) -> str:
-    """Quote one argv item or env value for bash; `{run_dir}` becomes a quoted `${RUN_DIR}`."""
-    text = str(value)
-    if RUN_DIR_PLACEHOLDER not in text:
-        return shlex.quote(text)
-    parts = text.split(RUN_DIR_PLACEHOLDER)
-    return '"${RUN_DIR}"'.join(shlex.quote(p) if p else "" for p in parts)
-
-
-def shell_join(argv: Iterable[Any]) -> str:
-    """Quote an argv list for bash (see shell_word)."""
-    return " ".join(shell_word(a) for a in argv)
 
 
 def ray_processes(nodes: int, gpus_per_node: int, ray_port: int = 6379) -> list[Process]:
@@ -107,7 +95,7 @@ def sbatch_header(
     lines = [
         "#!/bin/bash",
         "# shellcheck disable=SC1090,SC1091  # cluster.setup lines may source site files",
-        f"#SBATCH --job-name={shlex.quote(job_name)}",
+        f"#SBATCH --job-name={header_value('experiment.name', job_name)}",
         f"#SBATCH --nodes={int(nodes)}",
         "#SBATCH --ntasks-per-node=1",
     ]
@@ -115,13 +103,13 @@ def sbatch_header(
     # gpu_type "none": a GPU-less cluster (the local testbed) where a GRES request cannot be met.
     if gpus_per_node > 0 and gpu_type != "none":
         gres = f"{gpu_type}:{gpus_per_node}" if gpu_type else str(gpus_per_node)
-        lines.append(f"#SBATCH --gpus-per-node={shlex.quote(gres)}")
+        lines.append(f"#SBATCH --gpus-per-node={header_value('cluster.gpu_type', gres)}")
     if int(_get(cluster, "cpus_per_task", 0) or 0) > 0:
         lines.append(f"#SBATCH --cpus-per-task={int(_get(cluster, 'cpus_per_task'))}")
     for key in ("partition", "account", "qos", "constraint"):
         value = _get(cluster, key, "")
         if value:
-            lines.append(f"#SBATCH --{key}={shlex.quote(str(value))}")
+            lines.append(f"#SBATCH --{key}={header_value(f'cluster.{key}', value)}")
     minutes = int(time_min if time_min is not None else _get(cluster, "time_min", 240))
     lines.append(f"#SBATCH --time={minutes}")
     if _get(cluster, "exclusive", False):
@@ -151,13 +139,6 @@ def container_prefix(cluster: Any, image: str) -> tuple[list[str], list[str]]:
         return opts, []
     prefix = ["apptainer", "exec", "--nv", "--bind", ",".join([*mounts, "${RUN_DIR}"]), image]
     return [], prefix
-
-
-def _quote_keep_vars(word: str) -> str:
-    """Quote a word that may carry ${RUN_DIR}/${NODE_IP}-style references meant for expansion."""
-    if "${" not in word:
-        return shlex.quote(word)
-    return '"' + word.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`") + '"'
 
 
 def render_sbatch(
@@ -190,20 +171,20 @@ def render_sbatch(
         default = (
             ("ray head + driver" if rank == 0 else "ray worker") if ray else ("driver" if rank == 0 else "")
         )
-        out.append(f"#   node {rank}: {roles.get(rank, default)}")
+        out.append(comment(f"  node {rank}: {roles.get(rank, default)}"))
     out += ["# Submit from the run directory: cd RUN_DIR && mkdir -p logs && sbatch launch/job.sbatch"]
     out += _preamble(cluster, nodes, [], ['HEAD_NODE="${NODES[0]}"'], secret_env)
     if env:
         out.append("# Exported before Ray starts, so every raylet and Ray actor inherits it:")
         for key in sorted(env):
-            out.append(f"export {key}={shell_word(env[key])}")
+            out.append(f"export {env_name(key)}={shell_word(env[key])}")
         out.append("")
     step = ["srun", "--overlap", "--nodes=1", "--ntasks=1", *srun_opts]
     out += [
         '# "${ON_NODE[@]}" HOST "${IN_CONTAINER[@]}" CMD...: run CMD on one node of the allocation.',
         "# Arrays, not a function, so a backgrounded step is srun itself and `kill` reaches it.",
-        f"ON_NODE=({' '.join(_quote_keep_vars(w) for w in step)} -w)",
-        f"IN_CONTAINER=({' '.join(_quote_keep_vars(w) for w in prefix)})",
+        f"ON_NODE=({shell_join(step)} -w)",
+        f"IN_CONTAINER=({shell_join(prefix)})",
         "",
         "cleanup() {",
         "  # Background steps (Ray daemons, servers) end with the job; stop them early on exit too.",
@@ -216,9 +197,9 @@ def render_sbatch(
         out += _ray_bootstrap(nodes, gpus_per_node, ray_port, ray_ready_timeout_s)
     for p in processes:
         out += [
-            f"# {p.role} on node {p.node_rank}",
+            comment(f"{p.role} on node {p.node_rank}"),
             f'"${{ON_NODE[@]}}" "${{NODES[{p.node_rank}]}}" "${{IN_CONTAINER[@]}}" {shell_join(p.argv)} \\',
-            f"  > {_quote_keep_vars(_log_path(p))} 2>&1 &",
+            f"  > {shell_word(_log_path(p))} 2>&1 &",
         ]
     if processes:
         out.append("")
@@ -253,16 +234,22 @@ def _preamble(
         *after_nodes,
         "",
     ]
+    # The one deliberate exception to quoting (docs/security.md): the site's own shell lines.
     setup = [str(s) for s in (_get(cluster, "setup", []) or [])]
     if setup:
         out += ["# Site setup (cluster.setup), verbatim:", *setup, ""]
     secrets = sorted(set(secret_env))
     if secrets:
         out.append("# Secrets are read from the submitting environment (names only, never written here):")
-        for name in secrets:
+        for name in map(env_name, secrets):
             out.append(f'[[ -n "${{{name}:-}}" ]] || echo "job.sbatch: warning: {name} is not set" >&2')
         out.append("")
     return out
+
+
+def _comment_line(line: str) -> str:
+    """A caller's comment line (`intro`, `usage`, ...) kept one comment line."""
+    return one_line(line) if line.startswith("#") else comment(line)
 
 
 def _log_path(p: Process) -> str:
@@ -333,12 +320,12 @@ def render_steps_sbatch(
         raise ValueError(f"nodes={nodes}; expected >= 1")
     srun_opts, prefix = container_prefix(cluster, container_image)
     out = sbatch_header(cluster, job_name, nodes, gpus_per_node, None)
-    out += ["", *intro]
+    out += ["", *map(_comment_line, intro)]
     order = list(dict.fromkeys(p.role for p in processes))  # roles in order of first appearance
     for n in range(nodes):
         roles = sorted({p.role for p in processes if p.node_rank == n}, key=order.index)
-        out.append(f"#   node {n}: {' + '.join(roles)}")
-    out += list(usage)
+        out.append(comment(f"  node {n}: {' + '.join(roles)}"))
+    out += map(_comment_line, usage)
     out += _preamble(cluster, nodes, variables, after_nodes, (s for p in processes for s in p.secret_env))
     step = [
         "srun",
@@ -351,17 +338,20 @@ def render_steps_sbatch(
     where = f", in {chdir}" if chdir else ""
     out += [
         f'# "${{ON_NODE[@]}}" HOST CMD...: run CMD as an srun step on one node{where}.',
-        f"ON_NODE=({' '.join(_quote_keep_vars(w) for w in step)} -w)",
+        f"ON_NODE=({shell_join(step)} -w)",
         "",
     ]
 
     def command(p: Process) -> str:
-        env = [f"{k}={v}" for k, v in sorted(p.env.items())]
-        return " ".join(_quote_keep_vars(w) for w in [*prefix, *(["env", *env] if env else []), *p.argv])
+        env = [f"{env_name(k)}={v}" for k, v in sorted(p.env.items())]
+        return shell_join([*prefix, *(["env", *env] if env else []), *p.argv])
 
     if prepare is not None:
-        out += [*prepare_intro, f'"${{ON_NODE[@]}}" "${{NODES[{prepare.node_rank}]}}" {command(prepare)} \\']
-        out += [f"  > {_quote_keep_vars(_log_path(prepare))} 2>&1", ""]
+        out += [
+            *map(_comment_line, prepare_intro),
+            f'"${{ON_NODE[@]}}" "${{NODES[{prepare.node_rank}]}}" {command(prepare)} \\',
+        ]
+        out += [f"  > {shell_word(_log_path(prepare))} 2>&1", ""]
     numbered = "2. " if prepare is not None else ""
     out += [
         f"# {numbered}One srun step per process on its node; the job ends when {' and '.join(main_roles)} finish,",
@@ -370,7 +360,7 @@ def render_steps_sbatch(
     ]
     for p in processes:
         out += [f'"${{ON_NODE[@]}}" "${{NODES[{p.node_rank}]}}" {command(p)} \\',
-                f"  > {_quote_keep_vars(_log_path(p))} 2>&1 &", f'ROLE_OF[$!]="{p.role} on node {p.node_rank}"']  # fmt: skip
+                f"  > {shell_word(_log_path(p))} 2>&1 &", f'ROLE_OF[$!]="{p.role} on node {p.node_rank}"']  # fmt: skip
         if p.role in main_roles:
             out.append("MAIN[$!]=1")
     out += WAIT_FOR_MAIN

@@ -22,12 +22,23 @@ reward model `reward_model.nnodes x n_gpus_per_node` when it has its own pool;
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from typing import Any
 
-from runners.config_tree import Tree, from_overrides, from_pprint_dump, from_yaml
-from runners.run_config import Facts, head_text, hf_config_architecture, positive_int, put, source, text_files
+from runners.config_tree import Tree, from_command, from_overrides, from_pprint_dump, from_yaml
+from runners.run_config import (
+    Facts,
+    find_line,
+    head_text,
+    hf_config_architecture,
+    hub_id_of,
+    positive_int,
+    put,
+    source,
+    text_files,
+)
 
 PARAMS_LINE = re.compile(r"(\w+For\w+) contains ([\d.]+)([KMBT]) parameters")
 ON_POLICY_LAG = {"sync": 0, "one_step_off": 1}  # policy versions a sample lags in these modes
@@ -38,9 +49,17 @@ DUMP_START = re.compile(
 
 
 def trees(log_dir: Path) -> list[Tree]:
-    """Every config verl left under log_dir, most direct first: YAML dumps, console dumps, overrides."""
-    dumps, consoles, overrides = [], [], []
-    for path in text_files(log_dir):
+    """Every config verl left under log_dir, most direct first: YAML dumps, console dumps, the
+    launch command a log quotes, overrides. Read once per state of the files (the log parser asks
+    for the group size, the config reader for everything)."""
+    files = text_files(log_dir)
+    return _trees(Path(log_dir), tuple((p, p.stat().st_mtime_ns, p.stat().st_size) for p in files))
+
+
+@functools.lru_cache(maxsize=8)
+def _trees(log_dir: Path, files: tuple[tuple[Path, int, int], ...]) -> list[Tree]:
+    dumps, consoles, commands, overrides = [], [], [], []
+    for path, _, _ in files:
         text = head_text(path)
         if re.search(r"^actor_rollout_ref:", text, re.M) and re.search(r"^trainer:", text, re.M):
             t = from_yaml(text, path, log_dir)
@@ -57,7 +76,20 @@ def trees(log_dir: Path) -> list[Tree]:
                 t = from_pprint_dump(text, start, path, log_dir)
                 if t:
                     consoles.append(t)
-    return dumps + consoles + overrides
+            t = from_command(text, path, log_dir)
+            if t:
+                commands.append(t)
+    return dumps + consoles + commands + overrides
+
+
+def read_group_size(log_dir: Path) -> int | None:
+    """Samples per prompt (rollout.n, else vLLM's sampling n) for the step parser."""
+    facts: Facts = {}
+    v, src = _first(trees(log_dir), "actor_rollout_ref.rollout.n")
+    put(facts, "group_size", positive_int(v), src or "")
+    if "group_size" not in facts:
+        _printed_counts(facts, Path(log_dir), [])
+    return facts["group_size"].value if "group_size" in facts else None
 
 
 def _first(ts: list[Tree], key: str) -> tuple[Any, str | None]:
@@ -98,8 +130,11 @@ def read(log_dir: Path | str, run_info: dict[str, Any] | None = None) -> Facts:
     ):
         v, src = _first(ts, key)
         put(facts, name, positive_int(v), src or "")
+    _printed_counts(facts, log_dir, ts)
     v, src = _first(ts, "actor_rollout_ref.model.path")
     put(facts, "model_path", v if isinstance(v, str) else None, src or "")
+    if isinstance(v, str):
+        hub_id_of(facts, log_dir, v)
     trainer, t_src = _count(ts, "trainer")
     rollout, r_src = _count(ts, "rollout")  # a separate rollout pool (one-step-off, fully async)
     if trainer and rollout:
@@ -108,6 +143,9 @@ def read(log_dir: Path | str, run_info: dict[str, Any] | None = None) -> Facts:
     elif trainer:
         put(facts, "gpus.hybrid", trainer, t_src)  # actor and rollout share the trainer's GPUs
     _algorithm(facts, ts)
+    if "algorithm" not in facts:
+        _critic_algorithm(facts, log_dir)
+    _parallelism(facts, ts)
     if _truthy(ts, "reward_model.enable"):
         n, src = _count(ts, "reward_model")
         put(facts, "gpus.reward", n, src)
@@ -130,6 +168,74 @@ def read(log_dir: Path | str, run_info: dict[str, Any] | None = None) -> Facts:
     if arch:
         put(facts, "architecture", arch[0], arch[1])
     return facts
+
+
+# What verl prints about the step count and the group size, beside its config:
+# ray_trainer `Total training steps: 105`, the old fsdp_workers' LR schedule `Total steps: 435,
+# num_warmup_steps: 0`, the trainer's tqdm bar `Training Progress:   0%|    | 0/105 [...`, and
+# the dataloader size (`Size of train dataloader: 7`, x trainer.total_epochs); vLLM's sampling
+# kwargs (`kwargs: {'n': 5, ...`) carry the group size of versions whose rollout config has no `n`.
+TOTAL_STEPS_LINES = (
+    (re.compile(r"\bTotal training steps: (\d+)"), "Total training steps"),
+    (re.compile(r"\bTotal steps: (\d+)"), "Total steps (LR schedule)"),
+    (re.compile(r"Training Progress:[^|\n]*\|[^|\n]*\|\s*\d+/(\d+)"), "tqdm Training Progress"),
+)
+DATALOADER_LINE = re.compile(r"\bSize of train dataloader: (\d+)")
+SAMPLING_N_LINE = re.compile(r"\bkwargs: \{'n': (\d+),")
+
+
+def _printed_counts(facts: Facts, log_dir: Path, ts: list[Tree]) -> None:
+    """total_steps and group_size from the lines verl prints when its config does not state them."""
+    epochs, e_src = _first(ts, "trainer.total_epochs")
+    for path in text_files(log_dir):
+        text = head_text(path, 8 << 20)
+        for pattern, what in TOTAL_STEPS_LINES:
+            m, line = find_line(text, pattern.pattern)
+            if m:
+                put(facts, "total_steps", positive_int(m.group(1)), f"{source(log_dir, path, line)} ({what})")
+        m, line = find_line(text, DATALOADER_LINE.pattern)
+        if m and positive_int(epochs) and positive_int(m.group(1)):
+            put(
+                facts,
+                "total_steps",
+                positive_int(m.group(1)) * positive_int(epochs),
+                f"{source(log_dir, path, line)} (train dataloader size) x trainer.total_epochs ({e_src})",
+            )
+        if "group_size" not in facts:
+            m, line = find_line(text, SAMPLING_N_LINE.pattern)
+            if m:
+                put(
+                    facts,
+                    "group_size",
+                    positive_int(m.group(1)),
+                    f"{source(log_dir, path, line)} (vLLM sampling n)",
+                )
+
+
+def _parallelism(facts: Facts, ts: list[Tree]) -> None:
+    """Rollout TP, and the trainer's TP / PP / EP (Megatron's settings; FSDP shards data only, so
+    its TP and PP are 1 by construction, cited to the strategy) and DP = GPUs / (TP x PP)."""
+    v, src = _first(ts, "actor_rollout_ref.rollout.tensor_model_parallel_size")
+    put(facts, "rollout.tp", positive_int(v), src or "")
+    strategy, s_src = _first(ts, "actor_rollout_ref.actor.strategy")
+    base = "actor_rollout_ref.actor.megatron."
+    for name, key in (("tp", "tensor_model_parallel_size"), ("pp", "pipeline_model_parallel_size"),
+                      ("ep", "expert_model_parallel_size")):  # fmt: skip
+        v, src = _first(ts, base + key)
+        put(facts, f"trainer.{name}", positive_int(v), src or "")
+    if isinstance(strategy, str) and strategy.startswith("fsdp"):
+        for name in ("tp", "pp"):
+            put(
+                facts,
+                f"trainer.{name}",
+                1,
+                f"{s_src} (strategy {strategy}: no tensor or pipeline parallelism)",
+            )
+    gpus = facts.get("gpus.hybrid") or facts.get("gpus.trainer")
+    tp, pp = facts.get("trainer.tp"), facts.get("trainer.pp")
+    if gpus and tp and pp and gpus.value % (tp.value * pp.value) == 0:
+        dp = gpus.value // (tp.value * pp.value)
+        put(facts, "trainer.dp", dp, f"{gpus.source}: {gpus.value} GPUs / (TP {tp.value} x PP {pp.value})")
 
 
 def _algorithm(facts: Facts, ts: list[Tree]) -> None:
@@ -156,6 +262,21 @@ def _algorithm(facts: Facts, ts: list[Tree]) -> None:
         put(facts, "algorithm", "gspo", loss_src or "")
     elif isinstance(est, str):
         put(facts, "algorithm", est, src or "")
+
+
+CRITIC_KEY = re.compile(r"\bstep:\d+ - .*?\bcritic/vf_loss:")
+
+
+def _critic_algorithm(facts: Facts, log_dir: Path) -> None:
+    """PPO with a critic when the config is not printed: verl trains a critic (`critic/vf_loss` in
+    its step records) for adv_estimator gae only, its default."""
+    for path in text_files(log_dir):
+        text = head_text(path, 8 << 20)
+        m, line = find_line(text, CRITIC_KEY.pattern)
+        if m:
+            src = f"{source(log_dir, path, line)} (critic/vf_loss: a critic is trained, which verl does for gae only)"
+            put(facts, "algorithm", "gae", src)
+            return
 
 
 def _architecture(log_dir: Path) -> tuple[dict[str, Any], str] | None:

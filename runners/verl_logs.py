@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from bench.trace import read_env_file
+from runners.attempts import Stream
 from runners.base import ParseResult
 from runners.run_config import binary_share
 
@@ -43,6 +44,11 @@ KEYS: dict[str, str] = {
         "timing_s/update_weights",
         "timing_s/sync_rollout_weights",
         "timing_s/param_sync",
+        "timing_s/adv",
+        "timing_s/testing",
+        "timing_s/save_checkpoint",
+        "response_length/max",
+        "response_length/clip_ratio",
         "perf/total_num_tokens",
         "perf/throughput",
         "perf/mfu/actor",
@@ -61,6 +67,13 @@ KEYS: dict[str, str] = {
 }
 KEYS["timing_s/timing_s/param_sync"] = "timing_s/param_sync"  # fully_async double prefix
 KEYS["perf/max_memory_allocated_gb"] = "actor/perf/max_memory_allocated_gb"  # before the actor/ prefix
+# verl before `timing_s/` (early 2025) logged `timing/<name>` and no whole-step timer: kept under
+# their own names, so _rows knows the record's era (_old_timers folds them into timing_s/*)
+OLD_TIMING = "timing/"
+OLD_KEYS = [
+    OLD_TIMING + k.removeprefix("timing_s/") for k in KEYS if k.startswith("timing_s/") and k.count("/") == 1
+]
+KEYS.update({k: k for k in OLD_KEYS})
 
 MODE_BY_PREFIX = {"OneStepTaskRunner": "one_step_off", "FullyAsyncTrainer": "fully_async"}
 # native_* trace columns: what verl itself reported, kept for cross-checks
@@ -70,6 +83,17 @@ NATIVE = {
     "native_total_num_tokens": "perf/total_num_tokens",
     "native_max_memory_allocated_gb": "actor/perf/max_memory_allocated_gb",
     "native_trainer_idle_ratio": "fully_async/trainer/idle_ratio",
+    "native_response_length_max": "response_length/max",
+    "native_response_clip_ratio": "response_length/clip_ratio",
+}
+# timing_s/<phase> -> the step's phase columns (bench.trace.STEP_PHASES); docs/metrics.md has the table.
+# timing_s/generate_sequences and timing_s/reshard are timed inside timing_s/gen: not phases.
+PHASE_TIMERS = {
+    "ref_s": ("timing_s/ref",),
+    "old_logprob_s": ("timing_s/old_log_prob", "timing_s/values"),
+    "adv_s": ("timing_s/adv",),
+    "validation_s": ("timing_s/testing",),
+    "checkpoint_s": ("timing_s/save_checkpoint",),
 }
 
 
@@ -83,6 +107,7 @@ class _Scan:
         self.prefixes: set[str] = set()
         self.saw_separate_async = False
         self.saw_fully_async = False
+        self.last_step: int | None = None  # highest step number seen, validation-only records too
 
     def add(self, step: int, key: str, value: float) -> None:
         rec = self.records.get(step)
@@ -152,7 +177,8 @@ def scan_console(path: Path, scan: _Scan) -> int:
             buf = tail + block
             if not buf:
                 break
-            cut = len(buf) if at_eof else buf.rfind(b"\n") + 1
+            # a record ends at LF or at a bare CR (tqdm, and logs written with CR line ends only)
+            cut = len(buf) if at_eof else max(buf.rfind(b"\n"), buf.rfind(b"\r")) + 1
             if cut == 0:  # no newline yet: keep reading
                 tail = buf
                 continue
@@ -169,11 +195,10 @@ def _scan_block(buf: bytes, scan: _Scan) -> int:
         i = buf.find(b"step:", pos)
         if i < 0:
             return found
-        start = buf.rfind(b"\n", 0, i) + 1
-        end = buf.find(b"\n", i)
-        complete = end >= 0
-        if not complete:
-            end = size
+        start = max(buf.rfind(b"\n", 0, i), buf.rfind(b"\r", 0, i)) + 1
+        ends = [e for e in (buf.find(b"\n", i), buf.find(b"\r", i)) if e >= 0]
+        complete = bool(ends)
+        end = min(ends) if ends else size
         pos = end + 1
         m = PREFIX_BRE.fullmatch(buf, start, i)
         if m is None:
@@ -192,6 +217,8 @@ def _scan_block(buf: bytes, scan: _Scan) -> int:
             scan.skipped_lines += 1
             continue
         found += 1
+        if complete:  # a record the file cuts short is not a step the run got through
+            scan.last_step = step if scan.last_step is None else max(scan.last_step, step)
         if not scan.saw_fully_async and b"fully_async/" in line:
             scan.saw_fully_async = True
         if not scan.saw_separate_async and b"separate_async/" in line:
@@ -221,6 +248,7 @@ def scan_jsonl(path: Path, scan: _Scan) -> int:
                 scan.skipped_lines += 1  # also a line cut short by a crash
                 continue
             found += 1
+            scan.last_step = step if scan.last_step is None else max(scan.last_step, step)
             for k, v in items:
                 if k.startswith("fully_async/"):
                     scan.saw_fully_async = True
@@ -312,6 +340,18 @@ def parse_dir(log_dir: Path) -> ParseResult:
         warnings.append(
             f"{log_dir}: no verl step records (JSONL or console 'step:N - key:value' lines) found"
         )
+        sft = _sft_line(log_dir, [p for p, k in kinds.items() if k == "text"])
+        if sft:
+            run_info["not_rl"] = sft
+    trained = [k for k, r in scan.records.items() if r]
+    if trained:  # step numbers, validation-only records included: how far the run got
+        run_info.update(first_step=min(trained), last_step=scan.last_step)
+    if run_info.get("rollout_n") is None:  # the console's config dump or launch command
+        from runners import verl_config
+
+        group = verl_config.read_group_size(log_dir)
+        if group is not None:
+            run_info["rollout_n"] = group
     mode, how = _mode(scan, run_info)
     run_info.update(mode=mode, mode_source=how, actor_prefixes=sorted(scan.prefixes))
     if how == "assumed":
@@ -324,6 +364,21 @@ def parse_dir(log_dir: Path) -> ParseResult:
     return ParseResult(
         steps=steps, warnings=warnings, skipped_lines=scan.skipped_lines, files=files, run_info=run_info
     )
+
+
+# verl's SFT trainer (verl.trainer.fsdp_sft_trainer) logs `step:N - train/loss:...`: not an RL run
+SFT_STEP = re.compile(r"\bstep:\d+ - (?:train|val)/loss:")
+
+
+def _sft_line(log_dir: Path, paths: list[Path]) -> str | None:
+    """'<file>:<line>' of the first SFT step line, when the logs are an SFT run's."""
+    from runners.run_config import find_line, head_text, source
+
+    for path in paths:
+        m, line = find_line(head_text(path, 8 << 20), SFT_STEP.pattern)
+        if m:
+            return source(log_dir, path, line)
+    return None
 
 
 def _mode(scan: _Scan, info: dict[str, Any]) -> tuple[str, str]:
@@ -341,6 +396,29 @@ def _mode(scan: _Scan, info: dict[str, Any]) -> tuple[str, str]:
     return "sync", "assumed"
 
 
+# every serial phase timer of a verl step (the whole-step timer's parts), for logs without timing_s/step;
+# in colocated (sync) mode timing_s/gen is serial, in async modes it is the wait for the batch
+STEP_TIMERS = (
+    "timing_s/gen",
+    "timing_s/reward",
+    *(k for keys in PHASE_TIMERS.values() for k in keys),
+    "timing_s/update_actor",
+    "timing_s/update_critic",
+    "timing_s/update_weights",
+    "timing_s/sync_rollout_weights",
+    "timing_s/param_sync",
+)
+
+
+def _old_timers(rec: dict[str, float]) -> bool:
+    """Fold a record's `timing/<name>` timers (verl before `timing_s/`) into `timing_s/<name>`, in
+    place; True when it had them and no whole-step timer (which that era never logged)."""
+    old = [k for k in rec if k.startswith(OLD_TIMING)]
+    for k in old:
+        rec["timing_s/" + k[len(OLD_TIMING) :]] = rec.pop(k)
+    return bool(old) and "timing_s/step" not in rec
+
+
 def _sum(rec: dict[str, float], *keys: str) -> float | None:
     vals = [rec[k] for k in keys if k in rec]
     return sum(vals) if vals else None
@@ -351,12 +429,15 @@ def _rows(
 ) -> list[dict]:
     """Merged records -> steps.parquet rows (trace.STEP_FIELDS + native_*)."""
     n = info.get("rollout_n")
-    rows, incomplete = [], []
+    rows, incomplete, untimed = [], [], []
     for step in sorted(records):
         r = records.pop(step)  # freed as rows are built: peak memory stays ~one copy of the trace
         if not r:
             continue  # validation-only record (val-core/..., val-aux/...)
         row: dict[str, Any] = {"step": step, "step_s": r.get("timing_s/step")}
+        if _old_timers(r):  # verl before timing_s/step: the step is its timers back to back
+            row["step_s"] = _sum(r, *STEP_TIMERS)
+            untimed.append(step)
         if row["step_s"] is None:
             incomplete.append(step)
         gen = r.get("timing_s/gen")
@@ -376,6 +457,8 @@ def _rows(
         row["sync_s"] = _sum(
             r, "timing_s/update_weights", "timing_s/sync_rollout_weights", "timing_s/param_sync"
         )
+        for col, keys in PHASE_TIMERS.items():
+            row[col] = _sum(r, *keys)
         tokens, p_mean, r_mean = (
             r.get("perf/total_num_tokens"),
             r.get("prompt_length/mean"),
@@ -412,6 +495,11 @@ def _rows(
         rows.append({k: v for k, v in row.items() if v is not None})  # absent = null in the trace
     if incomplete:
         warnings.append(f"step(s) {incomplete} have no timing_s/step (truncated or interleaved record)")
+    if untimed:
+        warnings.append(
+            f"{len(untimed)} step(s) have timing/* timers but no whole-step timer (verl before timing_s/step): "
+            "step_s is the sum of the step's timers, so time outside them is not seen (unattributed 0)"
+        )
     if n is None and rows:
         warnings.append(
             "rollout.n unknown (no dumped config found): prompts and evicted-group counts left null"
@@ -438,3 +526,14 @@ def _place_in_time(rows: list[dict], info: dict[str, Any], warnings: list[str]) 
             continue
         r["t_start_s"], r["t_end_s"] = t, t + s
         t += s
+
+
+# Attempt boundaries of a requeued run (runners/attempts.py): one trainer record per step, a JSONL
+# line `{"step": N, ...}` or a console line `step:N - ...` (not `timing_s/step:` nor `global_step:`;
+# the pattern starts with its literal so the scan runs at memchr speed), its wall time in timing_s/step.
+def _step_seconds(line: bytes) -> float | None:
+    m = re.search(rb'timing_s/step"?: ?([-+\d.eE]+)', line)
+    return float(m.group(1)) if m else None
+
+
+STEP_STREAMS = (Stream("trainer", re.compile(rb'step(?<![\w/]step)(?::|": ?)(\d+)\b'), _step_seconds),)

@@ -1,4 +1,8 @@
-"""Shared test fixtures. Real logs live in ../shared/fixtures (beside the checkout, also in CI)."""
+"""Shared test fixtures. The real logs the tests read live outside the checkout, found through
+bench/fixtures.py: $RLBENCH_FIXTURES (default ../shared/fixtures), $RLBENCH_CORPUS (default the
+corpus folder beside it), $RLBENCH_REFERENCE (the research notes beside it). `make fixtures` fetches
+the public ones. A test that needs an absent folder skips, naming the folder and how to get it;
+under CI=true it fails instead, so CI can never pass without its real inputs."""
 
 from __future__ import annotations
 
@@ -7,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from bench import fixtures
+
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-OPD = SHARED / "fixtures" / "opd-benchmark" / "opd-frameworks"
 REPO_MARK = "<repo>"
 
 
@@ -20,17 +24,60 @@ def repo_neutral(text: str) -> str:
     return text.replace(str(REPO), REPO_MARK)
 
 
-@pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    if not SHARED.is_dir():
-        pytest.fail(f"{SHARED} is missing: the real-log fixtures must sit beside the checkout")
-    return SHARED
+def need(path: Path, what: str, fix: str) -> Path:
+    """`path` when it is a folder; otherwise skip the test with one line naming it and `fix`
+    (fail under CI=true: CI runs with every fixture, so an absent one is a broken CI set-up)."""
+    if path.is_dir():
+        return path
+    reason = f"{what} absent at {path}: {fix}"
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+FETCH = "run `make fixtures` or set RLBENCH_FIXTURES"
+
+
+def opd_benchmark() -> Path:
+    """SemiAnalysis opd-benchmark's opd-frameworks folder (REPORT.md, prime.toml, results/), for
+    helpers called inside a test; skips (fails under CI) when absent."""
+    return need(fixtures.fixtures_dir() / "opd-benchmark" / "opd-frameworks", "real-log fixtures", FETCH)
 
 
 @pytest.fixture(scope="session")
-def opd_results(shared_dir: Path) -> Path:
-    """SemiAnalysis opd-benchmark results: one folder per framework (prime, verl, miles)."""
-    return OPD / "results"
+def opd_results() -> Path:
+    """SemiAnalysis opd-benchmark results: one folder per framework (prime, verl, miles); its
+    REPORT.md and prime.toml are in the parent folder."""
+    return opd_benchmark() / "results"
+
+
+@pytest.fixture(scope="session")
+def verl_corpus() -> Path:
+    """Public verl console logs, one folder per source repository (corpus/README.md lists them)."""
+    return need(
+        fixtures.corpus_dir() / "verl", "verl log corpus", "run `make fixtures` or set RLBENCH_CORPUS"
+    )
+
+
+@pytest.fixture(scope="session")
+def h200_probe() -> Path:
+    """The measured H200 (probe-*.json, nvidia-smi CSVs): in no public repository, so not fetched."""
+    path = fixtures.fixtures_dir() / "h200-probe"
+    return need(
+        path,
+        "H200 probe measurements",
+        "they are not public (`make fixtures` cannot fetch them); set RLBENCH_FIXTURES to a folder holding h200-probe/",
+    )
+
+
+@pytest.fixture(scope="session")
+def reference_dir() -> Path:
+    """The project's research notes (reference/*.md): not public, so not fetched."""
+    return need(
+        fixtures.reference_dir(),
+        "research notes",
+        "they are not public (`make fixtures` cannot fetch them); set RLBENCH_REFERENCE",
+    )
 
 
 # Slurm tests (marker `slurm`) need the testbed of bench/testbed.py. Outside CI they use it only when

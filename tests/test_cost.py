@@ -39,3 +39,23 @@ def test_tinker_qwen3_235b_mix_of_70pct_completion_is_3_43():
     p = tinker_price_per_mtok("Qwen/Qwen3-235B-A22B-Instruct-2507", 0.3e6, 0.7e6, 1e6)
     assert p["per_mtok_usd"] == pytest.approx(3.434)
     assert tinker_price_per_mtok("zai-org/GLM-5", 1, 1, 1) is None  # not on Tinker's list
+
+
+def test_tinker_prices_refuse_a_price_that_is_not_a_finite_number(tmp_path):
+    from bench.cost import TINKER_PRICES, tinker_prices
+    from bench.errors import UsageError
+
+    assert tinker_prices()["Qwen/Qwen3-8B"] == {"prefill": 0.13, "sample": 0.40, "train": 0.40}
+    bad = tmp_path / "tinker.yaml"
+    real = "Qwen/Qwen3-8B: {prefill: 0.13, sample: 0.40, train: 0.40}"
+    assert real in TINKER_PRICES.read_text()
+    bad.write_text(
+        TINKER_PRICES.read_text().replace(real, "Qwen/Qwen3-8B: {prefill: -0.13, sample: .inf, train: .nan}")
+    )
+    with pytest.raises(UsageError) as e:
+        tinker_prices(bad)
+    assert str(e.value).splitlines() == [
+        f"{bad}: models.Qwen/Qwen3-8B.prefill=-0.13: expected >= 0 USD per 1M tokens",
+        f"{bad}: models.Qwen/Qwen3-8B.sample=inf: expected >= 0 USD per 1M tokens",
+        f"{bad}: models.Qwen/Qwen3-8B.train=nan: expected >= 0 USD per 1M tokens",
+    ]

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 import yaml
 
 from bench import rundir
 from bench.config import compose
 from bench.emulator.run import emulate
+from bench.errors import UsageError
 from bench.resolve import Resolved
 from bench.trace import RunPaths, write_manifest
 
@@ -44,7 +46,7 @@ def test_emulated_run_writes_its_resolved_layout_and_metrics_once(tmp_path: Path
         "trainer": {"value": 8, "source": "config: experiment.trainer_gpus"},
         "rollout": {"value": 8, "source": "config: experiment.generator_gpus"},
     }
-    assert (manifest["inferred"]["model"]["value"], manifest["inferred"]["hardware"]["value"]) == (
+    assert (manifest["inferred"]["model_arch"]["value"], manifest["inferred"]["hardware"]["value"]) == (
         "qwen3_8b",
         "h100_sxm",
     )
@@ -71,3 +73,29 @@ def test_a_run_that_traced_nothing_failed(tmp_path: Path):
     assert rundir.finish(paths, ok=False, reason="boom", exit_state="FAILED") == "failed"
     d = json.loads(paths.manifest.read_text())["dispatch"]
     assert (d["state"], d["reason"]) == ("FAILED", "boom") and d["ended_at"]
+
+
+@pytest.mark.parametrize("name", ["../../x", "", "..", "/tmp/elsewhere", "smoke/../.."])
+def test_a_run_directory_is_never_allocated_outside_results(tmp_path: Path, name: str):
+    results = tmp_path / "deep" / "results"
+    with pytest.raises(UsageError) as e:
+        rundir.allocate(results, name, "verl", {})
+    assert str(e.value) == (
+        f"experiment.name={name!r}: its runs would land in {results / name}, outside {results}/<experiment>/; "
+        "expected one folder name (not empty, no '/' or '..')"
+    )
+    assert list(tmp_path.rglob("*")) == []  # nothing created, not even results/
+
+
+def test_a_failure_inside_a_run_marks_it_ended_never_left_running(tmp_path: Path):
+    paths = RunPaths(tmp_path / "run").make()
+    write_manifest(paths, _manifest(paths))
+    with pytest.raises(OSError), rundir.ends_if_failed(paths):
+        raise OSError(28, "No space left on device")
+    m = json.loads(paths.manifest.read_text())
+    assert (m["status"], m["reason"]) == ("failed", "OSError: [Errno 28] No space left on device")
+    with pytest.raises(KeyboardInterrupt), rundir.ends_if_failed(paths := RunPaths(tmp_path / "run2").make()):
+        write_manifest(paths, _manifest(paths))
+        raise KeyboardInterrupt
+    m = json.loads(paths.manifest.read_text())
+    assert (m["status"], m["reason"]) == ("cancelled", "cancelled: SIGINT (Ctrl-C)")

@@ -10,15 +10,12 @@ from pathlib import Path
 import pytest
 
 from bench import telemetry
-from tests.conftest import OPD
-
-PRIME = OPD / "results" / "prime"
 
 
-def test_the_harness_gpu_csv_becomes_rows_from_the_run_start():
+def test_the_harness_gpu_csv_becomes_rows_from_the_run_start(opd_results: Path):
     """prime's gpu.csv: 530 samples of GPUs 0 and 1; wall_time.env start_epoch 1786108894 is
     2026/08/07 13:21:34 UTC, the first sample is 0.555 s later (timestamps read as UTC)."""
-    read = telemetry.read_gpu_csv(PRIME / "gpu.csv", "host0", 1786108894)
+    read = telemetry.read_gpu_csv(opd_results / "prime" / "gpu.csv", "host0", 1786108894)
     assert read.is_telemetry and read.bad_lines == [] and read.names == []
     assert len(read.rows) == 530
     assert read.rows[0] == {
@@ -92,9 +89,9 @@ def test_the_mopd_samplers_epoch_column_is_unix_seconds(tmp_path: Path):
     ]
 
 
-def test_a_csv_that_is_not_telemetry_gives_no_rows():
+def test_a_csv_that_is_not_telemetry_gives_no_rows(opd_results: Path):
     """The harness's step_metrics.csv has no time and index columns."""
-    read = telemetry.read_gpu_csv(OPD / "results" / "step_metrics.csv", "x")
+    read = telemetry.read_gpu_csv(opd_results / "step_metrics.csv", "x")
     assert not read.is_telemetry and read.rows == []
     assert read.header[:2] == ["framework", "step"]
 

@@ -1,8 +1,14 @@
 """Pre-flight checks: each inconsistent value is named with its key; sound experiments pass."""
 
-import pytest
+import math
 
-from bench.config import compose
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from omegaconf import OmegaConf
+
+from bench.config import compose, expected_range, value_problems
+from bench.errors import UsageError
 from bench.resolve import Resolved
 from bench.validate import main, validate_workload
 
@@ -114,3 +120,100 @@ def test_cli_names_the_framework_that_refuses_the_split(capsys):
     err = capsys.readouterr().err.splitlines()
     assert f"[slime] {DP48_LINE}" in err and f"[verl] {DP48_LINE}" in err
     assert not any(line.startswith("[prime_rl]") for line in err)
+
+
+# -- numbers must be numbers: every float of the schema is finite and in its range ----------------
+
+
+def _schema_keys(kinds: tuple[type, ...]) -> list[str]:
+    """Every dotted key of BenchConf whose type is one of `kinds` (optional ones included)."""
+    from dataclasses import is_dataclass
+    from typing import get_args, get_type_hints
+
+    from bench.config import BenchConf
+
+    def walk(cls: type, prefix: str) -> list[str]:
+        out = []
+        for name, t in get_type_hints(cls).items():
+            if is_dataclass(t):
+                out += walk(t, f"{prefix}{name}.")
+            elif t in kinds or any(a in kinds for a in get_args(t)):
+                out.append(f"{prefix}{name}")
+        return out
+
+    return walk(BenchConf, "")
+
+
+FLOAT_KEYS = _schema_keys((float,))
+NON_FINITE = st.sampled_from([math.nan, math.inf, -math.inf])
+
+
+def test_the_schema_walk_finds_the_float_keys_of_the_issue():
+    assert {"workload.lr", "workload.kl_coef", "hardware.peak_bf16_flops", "hardware.hbm_tbps",
+            "hardware.tco.pue", "experiment.generator.gpu_memory_utilization", "model.rope_theta",
+            "emulator.filesystem_gbps"} <= set(FLOAT_KEYS)  # fmt: skip
+    assert len(FLOAT_KEYS) >= 45
+
+
+@pytest.fixture(scope="module")
+def smoke():
+    return compose(["experiment=smoke"])
+
+
+@pytest.mark.parametrize("key", FLOAT_KEYS)
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=NON_FINITE)
+def test_every_float_key_refuses_nan_and_inf_by_name(smoke, key: str, value: float):
+    """compose()'s schema-wide check names the key; the range checks refuse it on their own too
+    (NaN compares false with every bound: a range written as `v < lo` would let it through)."""
+    cfg = smoke.copy()
+    OmegaConf.update(cfg, key, value)
+    assert value_problems(cfg) == [f"{key}={value}: expected a finite number"]
+    assert [p for p in validate_workload(cfg) if p.startswith(f"{key}={value}: expected ")], key
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e999"])
+def test_compose_refuses_a_non_finite_override(value):
+    with pytest.raises(UsageError) as e:
+        compose(["experiment=smoke", f"workload.lr={value}"])
+    assert str(e.value) == f"workload.lr={float(value)}: expected a finite number"
+
+
+@pytest.mark.parametrize(
+    "override, line",
+    [
+        ("workload.lr=0", "workload.lr=0.0: expected > 0"),
+        ("workload.kl_coef=-0.1", "workload.kl_coef=-0.1: expected >= 0"),
+        ("hardware.peak_bf16_flops=0", "hardware.peak_bf16_flops=0.0: expected > 0"),
+        ("hardware.host_gbps=-1", "hardware.host_gbps=-1.0: expected >= 0"),
+        ("emulator.filesystem_gbps=0", "emulator.filesystem_gbps=0.0: expected > 0"),
+        ("model.partial_rotary_factor=1.5", "model.partial_rotary_factor=1.5: expected in (0, 1]"),
+        ("hardware.tco.pue=0.9", "hardware.tco.pue=0.9: expected >= 1 (H100-SXM)"),
+    ],
+)
+def test_keys_that_had_no_range_have_one(override, line):
+    assert validate_workload(compose(["experiment=smoke", override])) == [line]
+
+
+@pytest.mark.parametrize(
+    "value, lo, lo_ok, hi, hi_ok, want",
+    [
+        (0.5, 0, False, 1, True, None),
+        (1, 0, False, 1, True, None),
+        (1, 0, True, 1, False, "expected in [0, 1)"),
+        (0, 0, False, None, True, "expected > 0"),
+        (math.nan, 0, True, None, True, "expected >= 0"),
+        (math.inf, 0, True, None, True, "expected >= 0"),
+        (-math.inf, 0, False, 1, True, "expected in (0, 1]"),
+        ("0.5", 0, False, 1, True, "expected in (0, 1]"),  # text is not a number
+    ],
+)
+def test_expected_range_is_written_as_inside_tests(value, lo, lo_ok, hi, hi_ok, want):
+    assert expected_range(value, lo, lo_ok, hi, hi_ok) == want
+
+
+def test_every_float_range_key_exists_in_the_schema():
+    from bench.validate import RANGES
+
+    known = set(_schema_keys((float, int)))
+    assert [k for k, *_ in RANGES if k not in known] == []

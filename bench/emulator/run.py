@@ -8,7 +8,6 @@ RUN_DIR/<key>=<value>[,...].
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
@@ -24,7 +23,7 @@ from bench.emulator.policies import Schedule, load_policy
 from bench.emulator.scoring import Scorer, teacher_models
 from bench.emulator.trace_out import step_rows, write_trace
 from bench.resolve import Resolved
-from bench.trace import RunPaths, write_manifest, write_steps
+from bench.trace import RunPaths, write_steps
 
 
 def build(
@@ -144,9 +143,10 @@ def emulate(cfg: Any, run_dir: Path | str) -> RunPaths:
     paths = RunPaths(Path(run_dir)).make()
     r = Resolved.from_config(cfg)
     manifest = rundir.run_identity(cfg, paths, "emulated", r)
-    write_manifest(paths, manifest)
-    rundir.write_resolved_config(paths, manifest["config"], manifest["resolved"])
-    rundir.finish(paths, True, extra=emulate_into(cfg, paths, r))
+    rundir.start(paths, manifest)
+    with rundir.ends_if_failed(paths):  # never left `running` by a failure
+        rundir.write_resolved_config(paths, manifest["config"], manifest["resolved"])
+        rundir.finish(paths, True, extra=emulate_into(cfg, paths, r))
     return paths
 
 
@@ -156,44 +156,69 @@ def main(argv: list[str]) -> int:
     Every point is composed and put through `bench validate`'s checks, and every output directory
     is checked to be new, before the first run starts: a refusal (UsageError, exit 2) writes nothing.
     """
-    ap = argparse.ArgumentParser(prog="python -m bench emulate", description=main.__doc__.splitlines()[0])
+    from bench.cli import add_overrides, command_parser
+    from bench.config import number_arg
+
+    ap = command_parser(
+        "emulate",
+        "Emulate one framework on one experiment (or one run per sweep point) with the discrete-event "
+        "model of docs/emulator.md, after bench validate's checks; every number it writes is emulated.",
+        "conf/ (experiment, framework, model, hardware, emulator inputs) and the overrides, including "
+        "calibration=FILE from bench calibrate.",
+        "the run directory --out (new): manifest.json (mode emulated), trace/ and metrics.json; for a "
+        "sweep, one such directory per point under --out, named <key>=<value>.",
+        [
+            "python -m bench emulate experiment=smoke framework=verl --out /tmp/verl-emulated",
+            "python -m bench emulate experiment=smoke framework=slime 'experiment.generator_gpus=2,4' --out /tmp/sweep",
+        ],
+    )
     ap.add_argument("--out", type=Path, required=True, help="run directory (a parent dir for sweeps)")
-    args, overrides = ap.parse_known_args(argv)
-    runs = preflight(overrides, args.out)
+    ap.add_argument("--max-points", type=number_arg(1, True, int), help="confirm a sweep over 256 points")
+    add_overrides(ap, "sweeps a=1,2 and range(lo,hi,step) give one run per point")
+    args = ap.parse_intermixed_args(argv)
+    overrides = args.overrides
+    runs = preflight(overrides, args.out, args.max_points)
     for cfg, out in runs:
-        paths = emulate(cfg, out)
+        try:
+            paths = emulate(cfg, out)
+        except OSError as e:  # a full or read-only disk: one line naming --out, not a traceback
+            from bench.outdir import os_refusal
+
+            raise os_refusal(out, e, kept=not out.exists()) from None
         _summary(cfg, paths)
     return 0
 
 
-def preflight(overrides: list[str], out_dir: Path) -> list[tuple[Any, Path]]:
+def preflight(overrides: list[str], out_dir: Path, max_points: int | None = None) -> list[tuple[Any, Path]]:
     """(composed config, run directory) per sweep point, or UsageError listing every problem:
     the validate checks of each point and any run directory that already exists."""
     from hydra.errors import HydraException
 
     from bench.config import compose
     from bench.errors import UsageError
-    from bench.sweep import expand
+    from bench.outdir import check_out
+    from bench.redact import redact
+    from bench.sweep import MAX_POINTS, expand
     from bench.validate import validate
 
     try:
-        points = expand(overrides, multirun=True)
+        points = expand(overrides, multirun=True, max_points=max_points or MAX_POINTS)
     except HydraException as e:
         raise UsageError(f"cannot parse the overrides: {str(e).splitlines()[0]}") from None
     runs, problems = [], []
     for swept, point in points:
-        label = ",".join(f"{k}={v}".replace("/", "_") for k, v in swept.items())
+        # a directory name: a swept secret is named by its redacted form (bench.redact)
+        label = ",".join(f"{k}={v}".replace("/", "_") for k, v in redact(swept).items())
         out = out_dir / label if swept else out_dir
         cfg = compose(point)
         if not any(o.startswith(("framework=", "+framework=")) for o in point):
             # no framework named: the experiment's own (e.g. prime_rl for the SemiAnalysis cases 1-2)
             cfg = compose([*point, f"framework={cfg.experiment.frameworks[0]}"])
         problems += [f"[{label}] {m}" if swept else m for m in validate(cfg)]
-        if out.exists() and (not out.is_dir() or any(out.iterdir())):
-            what = "a run directory" if (out / "manifest.json").exists() else "not empty"
-            problems.append(
-                f"--out {out}: already exists ({what}); runs are never overwritten, choose a new --out"
-            )
+        try:
+            check_out(out, "emulate")
+        except UsageError as e:
+            problems.append(str(e))
         runs.append((cfg, out))
     if problems:
         raise UsageError("\n".join(dict.fromkeys(problems)))

@@ -48,7 +48,9 @@ def step_rows(r: Result) -> list[dict]:
         row["filtered_samples"] = int(filtered[i])
         row["generated_tokens"] = int(round(generated[i]))
         if r.score_s is not None:  # teachers only: a run without a scoring stage leaves it null
-            row["score_s"] = r.score_s[i]
+            # scored while the trainer waits (the batch fills once its groups are scored): part of
+            # wait_s, so a generation-side column, not the step's serial score_s phase
+            row["gen_score_s"] = r.score_s[i]
         rows.append(row)
     return rows
 

@@ -6,7 +6,6 @@ the run-directory contract; every number says whether it was measured or emulate
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import sys
 import time
@@ -25,18 +24,35 @@ def build(result_dirs: list[Path | str], out_dir: Path | str, all_runs: bool = F
 
     Writes index.html (self-contained: figures embedded), summary.md, summary.csv and
     figures/<name>.{png,svg}. Runs without metrics.json (dry-run, planned, failed at launch) are
-    listed apart, never as empty rows. Raises ReportError when no run directory is found.
+    listed apart, never as empty rows. Raises ReportError when no run directory is found, and
+    UsageError for an `out_dir` it may not write (bench.outdir.check_out: a report replaces only its
+    own earlier report). Everything is written into a temporary directory beside `out_dir` and
+    renamed into place (bench.outdir.staged): a failure leaves `out_dir` as it was.
     """
+    from bench.outdir import check_out, staged
+
+    out = check_out(out_dir, "report", replace_own=True)
+    every, full, superseded = load_attempts(result_dirs, all_runs=all_runs)
+    with staged(out, "report") as tmp:
+        html = _write(tmp, every, full, superseded)
+    for line in full.attrs.get("skipped", []):
+        print(f"report: skipped {line}", file=sys.stderr)
+    if full.attrs.get("superseded"):
+        print(
+            f"report: left out {len(full.attrs['superseded'])} older run(s) of the same points (--all-runs)"
+        )
+    return out / html.name
+
+
+def _write(out: Path, every: list, full: pd.DataFrame, superseded: list) -> Path:
+    """Every file of the report into `out` (build's temporary directory); returns index.html."""
     from bench.report import figures, render
     from bench.report.experience import experience
     from bench.report.findings import VERDICT_LINES, findings, verdict_groups
-    from bench.report.overview import overview
+    from bench.report.overview import overview, what_ran
     from bench.report.pool import fork_map
     from bench.report.series import load_series
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    every, full, superseded = load_attempts(result_dirs, all_runs=all_runs)
     ran = [i for i, r in enumerate(every) if r.metrics]
     runs = [every[i] for i in ran]
     not_ran = [r for r in every if not r.metrics]
@@ -63,6 +79,7 @@ def build(result_dirs: list[Path | str], out_dir: Path | str, all_runs: bool = F
         "full": render.full_table(runs, summary),
         "findings": findings(runs, summary, not_ran),
         "overview": overview(runs),
+        "what_ran": what_ran(runs),
         "experience": experience(every + superseded),
         "sweep": _sweep_text(summary),
         "figures": figs,
@@ -70,15 +87,13 @@ def build(result_dirs: list[Path | str], out_dir: Path | str, all_runs: bool = F
         "not_ran": render.did_not_run(not_ran),
     }
     html, _ = render.write(out, context)
-    if full.attrs.get("superseded"):
-        print(
-            f"report: left out {len(full.attrs['superseded'])} older run(s) of the same points (--all-runs)"
-        )
     return html
 
 
 EVIDENCE_KEYS = ["generator_idle_frac", "sync_share", "trained_response_tokens"]
 DIAGNOSIS_EXTRA = ["tail_ratio", "truncated_frac", "scoring_share", "stale_drop_frac"]
+# step phase shares (metrics.json phases) and the share of responses at the cap (bench.report.evidence)
+DIAGNOSIS_EXTRA += ["checkpoint_share", "validation_share", "wait_share", "trainer_work_share", "clip_frac"]
 
 
 REPORT_MISSING = {
@@ -150,9 +165,23 @@ def _sweep_text(summary) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """CLI: `python -m bench report RESULT_DIRS... --out DIR`."""
-    p = argparse.ArgumentParser(prog="python -m bench report", description=__doc__.splitlines()[0])
+    from bench.cli import command_parser
+
+    p = command_parser(
+        "report",
+        "Build the comparison report of a set of runs: verdicts, tables and figures side by side, every "
+        "number marked measured or emulated; by default the newest run per framework and configuration.",
+        "only the run directories (manifest.json, metrics.json, trace/) under each RUN_OR_DIR.",
+        "the directory --out: index.html (figures embedded), summary.md, summary.csv and figures/; a "
+        "report replaces only its own earlier report there, and a failure leaves --out as it was.",
+        ["python -m bench report results/smoke --out reports/smoke"],
+    )
     p.add_argument(
-        "result_dirs", nargs="+", type=Path, help="run directories or results/<experiment> folders"
+        "result_dirs",
+        nargs="+",
+        type=Path,
+        metavar="RUN_OR_DIR",
+        help="run directories or results/<experiment> folders",
     )
     p.add_argument("--out", type=Path, required=True, help="output directory (created)")
     p.add_argument(

@@ -25,8 +25,18 @@ TAIL_HIGH = 3.0  # p99 / median response length of trained rollouts
 TRUNCATED_HIGH = 0.05  # share of generated tokens in responses that hit the response cap
 DISCARD_HIGH = 0.20  # oversampling waste: discarded / dispatched rollouts
 ZERO_ADV_HIGH = 0.10  # share of groups with zero advantage
+PHASE_HIGH = 0.20  # a checkpoint or validation phase this large a share of the step decides the verdict
 
-LABELS = ("generator-bound", "trainer-bound", "balanced", "sync-bound", "scoring-bound", "undetermined")
+LABELS = (
+    "generator-bound",
+    "trainer-bound",
+    "balanced",
+    "sync-bound",
+    "scoring-bound",
+    "checkpoint-bound",
+    "validation-bound",
+    "undetermined",
+)
 
 
 @dataclass(frozen=True)
@@ -82,6 +92,9 @@ def diagnose(m: Mapping[str, Any], res: Resources) -> Verdict:
             "record wait_s and compute_s per trainer step (steps.parquet), then re-run the report",
             "V0",
         )
+    phase = _phase_verdict(m, deciding)
+    if phase is not None:
+        return phase
     if sync is not None and sync >= SYNC_HIGH:
         return Verdict(
             "sync-bound",
@@ -101,6 +114,18 @@ def diagnose(m: Mapping[str, Any], res: Resources) -> Verdict:
             "scale out the reward / environment workers (or make scoring asynchronous); more "
             "generator GPUs would not help",
             "V2",
+        )
+    work = _num(m, "trainer_work_share")
+    if colocated and work is not None and work > t_idle:
+        deciding["trainer work"] = work
+        return Verdict(
+            "trainer-bound",
+            deciding,
+            f"on the shared GPUs the trainer's own passes (log-prob, update) take {_pct(work)} of each step, "
+            f"more than generation ({_pct(t_idle)})",
+            "cut trainer time per sample (larger micro-batches, fewer log-prob passes, sequence packing) "
+            "or give training more GPUs",
+            "V3c",
         )
     if t_idle >= IDLE_HIGH and (colocated or g_idle is None or g_idle < IDLE_HIGH):
         return Verdict(
@@ -125,6 +150,32 @@ def diagnose(m: Mapping[str, Any], res: Resources) -> Verdict:
         "keep the GPU split; the next gain is in waste (see the waste ledger)",
         "V6",
     )
+
+
+def _phase_verdict(m: Mapping[str, Any], deciding: dict[str, float | None]) -> Verdict | None:
+    """VC / VV: checkpoint saves or validation inside the steps take PHASE_HIGH of the window's
+    step time (metrics.json phases): that phase, not a GPU split, decides what the run costs."""
+    ckpt, val = _num(m, "checkpoint_share"), _num(m, "validation_share")
+    if ckpt is not None and ckpt >= PHASE_HIGH and ckpt >= (val or 0.0):
+        deciding["checkpoint save"] = ckpt
+        return Verdict(
+            "checkpoint-bound",
+            deciding,
+            f"checkpoint saves take {_pct(ckpt)} of the steady steps' wall time, time in which no GPU trains or generates",
+            "save less often (a larger save interval, e.g. verl trainer.save_freq), save asynchronously, "
+            "or write checkpoints to faster storage",
+            "VC",
+        )
+    if val is not None and val >= PHASE_HIGH:
+        deciding["validation"] = val
+        return Verdict(
+            "validation-bound",
+            deciding,
+            f"validation takes {_pct(val)} of the steady steps' wall time",
+            "validate less often (e.g. verl trainer.test_freq) or on a smaller validation set",
+            "VV",
+        )
+    return None
 
 
 def _generation_cause(m: Mapping[str, Any], res: Resources) -> str:
@@ -167,7 +218,9 @@ def _generator_action(m: Mapping[str, Any], res: Resources) -> str:
     prod, cons = _num(m, "production_samples_per_s"), _num(m, "consumption_samples_per_s")
     tail, g_idle = _num(m, "tail_ratio"), _num(m, "generator_idle_frac")
     if res.placement == "colocated":
-        base = "generation dominates each step on the shared GPUs: lower the response cap or move to a disaggregated placement"
+        base = "generation dominates each step on the shared GPUs: move to a disaggregated placement"
+        if _reaches_cap(m):  # only where responses do reach the cap (clip ratio or truncated tokens)
+            base += ", or lower the response cap"
     elif prod and cons and res.generator_gpus:
         need = math.ceil(res.generator_gpus * cons / prod)
         base = (
@@ -178,13 +231,23 @@ def _generator_action(m: Mapping[str, Any], res: Resources) -> str:
     else:
         base = "move GPUs to generation (GPU counts not recorded, so no target is computed)"
     if tail is not None and tail >= TAIL_HIGH and (g_idle is None or g_idle >= IDLE_LOW):
-        base += "; or lower the response cap / use partial rollouts to cut the tail"
+        base += "; or use partial rollouts to cut the tail" + (
+            " / lower the response cap" if _reaches_cap(m) else ""
+        )
     disc, stale = _num(m, "oversampling_waste"), _num(m, "stale_drop_frac")
     if stale is not None and stale >= DISCARD_HIGH:
         base += "; or raise the staleness budget (in-flight cap) so fewer finished rollouts are dropped"
     elif disc is not None and disc >= DISCARD_HIGH:
         base += f"; cutting the discarded {_pct(disc)} of rollouts (oversampling surplus, cancellations) would return decode time"
     return base
+
+
+def _reaches_cap(m: Mapping[str, Any]) -> bool:
+    """Whether responses reach the response cap often enough for "lower the cap" to act on anything:
+    TRUNCATED_HIGH of responses (clip_frac: the framework's clip ratio) or of generated tokens
+    (truncated_frac); unknown is not a premise."""
+    clip, trunc = _num(m, "clip_frac"), _num(m, "truncated_frac")
+    return any(v is not None and v >= TRUNCATED_HIGH for v in (clip, trunc))
 
 
 def _trainer_cause(m: Mapping[str, Any], res: Resources) -> str:

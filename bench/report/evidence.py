@@ -34,6 +34,41 @@ def step_evidence(steady: pd.DataFrame) -> dict[str, float | None]:
     return out
 
 
+# Phases of the trainer's own work (bench.trace.STEP_PHASES): log-prob passes and the update
+TRAINER_WORK = ("ref_s", "old_logprob_s", "logprob_s", "adv_s", "compute_s")
+
+
+def phase_evidence(phases: dict | None) -> dict[str, float | None]:
+    """Window shares of the step from metrics.json `phases` (the same numbers the breakdown draws):
+    checkpoint_share, validation_share, wait_share (the generation phase when colocated) and
+    trainer_work_share (log-prob passes + advantage + update), fractions of Σ_W step_s. A phase the
+    run never timed is None (unknown), not 0."""
+    parts = (phases or {}).get("parts") or {}
+
+    def share(*cols: str) -> float | None:
+        vals = [parts[c]["share"] for c in cols if c in parts and parts[c].get("share") is not None]
+        return float(sum(vals)) if vals else None
+
+    return {
+        "checkpoint_share": share("checkpoint_s"),
+        "validation_share": share("validation_s"),
+        "wait_share": share("wait_s"),
+        "trainer_work_share": share(*TRAINER_WORK),
+    }
+
+
+def cap_evidence(steady: pd.DataFrame, max_response_len: float | None) -> float | None:
+    """Share of responses that reach the response cap over the window, from the framework's own
+    counters: verl's response_length/clip_ratio (mean), else 0.0 when its response_length/max stays
+    below the cap on every step (no response reached it); None when neither is logged."""
+    if "native_response_clip_ratio" in steady and steady["native_response_clip_ratio"].notna().any():
+        return float(steady["native_response_clip_ratio"].mean())
+    top = steady.get("native_response_length_max")
+    if top is not None and top.notna().all() and max_response_len and float(top.max()) < max_response_len:
+        return 0.0
+    return None
+
+
 @dataclass
 class LedgerRow:
     """One fate of generated response tokens: tokens, and the run's GPU-hours and dollars

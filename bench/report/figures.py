@@ -27,7 +27,8 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from bench.report.load import MATCH_TOLERANCE, Run  # noqa: E402
 from bench.report.pool import fork_map  # noqa: E402
-from bench.report.series import BREAKDOWN, Series  # noqa: E402
+from bench.report.series import Series  # noqa: E402
+from bench.trace import STEP_PHASES  # noqa: E402
 
 DPI = 90
 LEGEND_MAX = 12  # more runs than this: no legend (colours follow the sweep value instead)
@@ -201,26 +202,36 @@ def fig_queue_health(ctx: Ctx) -> plt.Figure:
 def fig_step_breakdown(ctx: Ctx) -> plt.Figure:
     rows = [(r.label, s.breakdown) for r, s in ctx.pairs() if s.breakdown]
     if not rows:
-        raise Omitted("no run reports wait_s / logprob_s / compute_s / sync_s in steps.parquet")
+        raise Omitted("no run has phases in metrics.json (steps.parquet step_s and its phase columns)")
+    # One bar per run, one segment per phase in STEP_PHASES order: metrics.json `phases`, the same
+    # numbers as the run's table, so each bar ends at its mean steady step (unattributed drawn too).
+    cols = [c for c in STEP_PHASES if any(c in b for _, b in rows)]
+    names = {c: next(b[c]["name"] for _, b in rows if c in b) for c in cols}
     df = pd.DataFrame(
-        [{k: b.get(k, 0.0) for k in BREAKDOWN} for _, b in rows], index=[lbl for lbl, _ in rows]
+        [{c: b[c]["s_per_step"] if c in b else np.nan for c in cols} for _, b in rows],
+        index=[lbl for lbl, _ in rows],
     )
     fig, ax = plt.subplots(figsize=(8, _bars_height(len(df), 0.32, 1.5)))
     ax.tick_params(axis="y", labelsize=_bars_font(len(df)))
     left = np.zeros(len(df))
-    names = {
-        "wait_s": "idle (waiting for data)",
-        "logprob_s": "log-prob",
-        "compute_s": "compute",
-        "sync_s": "weight sync",
-    }
-    for k, color in zip(BREAKDOWN, sns.color_palette("Set2", 4), strict=True):
-        ax.barh(df.index, df[k], left=left, color=color, label=names[k])
-        left += df[k].fillna(0).to_numpy()
+    for c, color in zip(cols, sns.color_palette("tab20", len(cols)), strict=True):
+        width = df[c].fillna(0).clip(lower=0).to_numpy()  # overlapping timers: negative unattributed
+        ax.barh(df.index, width, left=left, color=color, label=names[c])
+        left += width
     ax.invert_yaxis()
     ax.set(xlabel="seconds per trainer step (steady-state mean)")
     ax.legend(fontsize=7, ncol=4, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
-    ctx.caption = "Mean over each run's steady-state window (metrics.json window). Missing parts count as 0."
+    negative = [lbl for lbl, b in rows if (b.get("unattributed_s") or {}).get("s_per_step", 0) < 0]
+    ctx.caption = (
+        "Mean seconds per step over each run's steady-state window (metrics.json phases, the table's "
+        "numbers): the phases sum to the step; 'unattributed' is step time no framework timer covers. "
+        "A phase a run does not time is absent from its bar, not 0."
+        + (
+            f" Timers overlap (negative unattributed, not drawn) in: {', '.join(negative)}."
+            if negative
+            else ""
+        )
+    )
     return fig
 
 

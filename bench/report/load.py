@@ -16,11 +16,15 @@ from typing import Any
 import pandas as pd
 
 from bench import metrics as metrics_module
-from bench.trace import RunPaths
+from bench.trace import RunPaths, redact
 
 
 class ReportError(ValueError):
     """An input the report cannot use; the message names the path and what was expected."""
+
+
+class Skipped(ReportError):
+    """A run directory the report leaves out (load_attempts names it and goes on): str() is the line."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +93,7 @@ ID_COLUMNS: dict[str, str] = {
     "framework": "string",
     "framework_version": "string",
     "mode": "string",  # native | emulated
-    "status": "string",  # completed | failed | partial | running
+    "status": "string",  # completed | failed | partial | cancelled | running | lost (owner gone)
     "sweep": "string",  # "key=value, ..." over the keys that differ between a framework's runs
     "sweep_value": "float64",  # numeric value of the first swept key (NaN when none / not numeric)
     "path": "string",
@@ -121,9 +125,31 @@ class Run:
         return f"{self.manifest['framework']} {sweep}".strip()
 
 
-def discover(result_dirs: list[Path | str]) -> list[Path]:
+# What a run directory holds beside manifest.json (bench.trace.RunPaths): a directory with any of
+# these but no manifest is a run the report cannot read, named as skipped, never passed over silently.
+RUN_MARKS = ("trace", "metrics.json", "config.resolved.yaml", "launch")
+
+
+NO_MANIFEST = (
+    "no manifest.json: not a run the report can read (its writer stopped before it, or a copy left it out)"
+)
+
+
+def _runs_without_manifest(d: Path) -> list[Path]:
+    """Directories up to three levels below d that hold RUN_MARKS but no manifest.json, outside any run."""
+    found = []
+    for p in sorted(q for depth in ("*", "*/*", "*/*/*") for q in d.glob(depth) if q.is_dir()):
+        if (p / "manifest.json").is_file() or not any((p / m).exists() for m in RUN_MARKS):
+            continue
+        if not any((q / "manifest.json").is_file() for q in p.parents):
+            found.append(p)
+    return found
+
+
+def discover(result_dirs: list[Path | str], skipped: list[str] | None = None) -> list[Path]:
     """Run directories under each argument: the directory itself if it holds manifest.json,
-    else every descendant (up to three levels) that does. Sorted, deduplicated."""
+    else every descendant (up to three levels) that does. Sorted, deduplicated. Directories that
+    look like runs (RUN_MARKS) but have no manifest.json are appended to `skipped`, one line each."""
     found: list[Path] = []
     for d in map(Path, result_dirs):
         if not d.is_dir():
@@ -131,6 +157,8 @@ def discover(result_dirs: list[Path | str]) -> list[Path]:
         if (d / "manifest.json").is_file():
             found.append(d)
             continue
+        if skipped is not None:
+            skipped += [f"{p}: {NO_MANIFEST}" for p in _runs_without_manifest(d)]
         hits = [p.parent for depth in ("*", "*/*", "*/*/*") for p in d.glob(f"{depth}/manifest.json")]
         if not hits:
             raise ReportError(
@@ -141,13 +169,15 @@ def discover(result_dirs: list[Path | str]) -> list[Path]:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    """A run's JSON file, redacted (bench.redact): a manifest written before redaction covered
+    overrides, or by another tool, still puts no secret into the report's HTML, CSV or figures."""
     try:
         obj = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise ReportError(f"{path}: not valid JSON ({e})") from e
     if not isinstance(obj, dict):
         raise ReportError(f"{path}: expected a JSON object, got {type(obj).__name__}")
-    return obj
+    return redact(obj)
 
 
 def dispatch(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -167,13 +197,20 @@ def failure_reason(manifest: dict[str, Any]) -> str:
 
 def load_run(root: Path) -> Run:
     """Read one run's manifest.json and metrics.json (absent metrics -> reasons in `missing`)."""
+    from bench.rundir import shown
+
     paths = RunPaths(Path(root))
     manifest = _read_json(paths.manifest)
     for key in ("framework", "mode", "status"):
         if key not in manifest:
             raise ReportError(f"{paths.manifest}: key {key!r} missing (see bench/trace.py MANIFEST_REQUIRED)")
+    manifest = shown(paths, manifest)  # `running` with its owner process gone: `lost`, last seen when
+    check_readable(paths, manifest)
     if paths.metrics.is_file():
-        metrics = _read_json(paths.metrics)
+        try:
+            metrics = _read_json(paths.metrics)
+        except ReportError as e:
+            raise Skipped(f"{e}; recompute it with `bench metrics {paths.root}`") from None
         missing = {str(k): str(v) for k, v in (metrics.get("missing") or {}).items()}
         for k in METRIC_KEYS:
             if metrics.get(k) is None and k not in missing:
@@ -353,7 +390,15 @@ def load_attempts(
 ) -> tuple[list[Run], pd.DataFrame, list[Run]]:
     """`load`, plus the runs it left out as older attempts of the same point: the software
     experience counts every attempt, the tables only the newest."""
-    runs = [load_run(p) for p in discover(result_dirs)]
+    skipped: list[str] = []
+    runs = []
+    for p in discover(result_dirs, skipped):
+        try:
+            runs.append(load_run(p))
+        except Skipped as e:
+            skipped.append(str(e))
+    if not runs:
+        raise ReportError(f"no readable run directory: {'; '.join(skipped)}")
     superseded: list[Run] = []
     if not all_runs:
         runs, superseded = latest_per_point(runs)
@@ -361,4 +406,28 @@ def load_attempts(
     order = {p: i for i, p in enumerate(df["path"])}
     runs.sort(key=lambda r: order[str(r.paths.root)])
     df.attrs["superseded"] = sorted(r.run_id for r in superseded)
+    df.attrs["skipped"] = skipped
     return runs, df, superseded
+
+
+def check_readable(paths: RunPaths, manifest: dict[str, Any]) -> None:
+    """Skipped (one line naming the file and the fix) when the report cannot read a run: a
+    manifest of a schema version this suite does not read, a trace parquet whose footer does not
+    read (a copy cut short, a disk that filled up). metrics.json is checked where it is read."""
+    import pyarrow.parquet as pq
+
+    from bench.errors import UsageError
+    from bench.trace import check_manifest_version
+
+    try:
+        check_manifest_version(paths.manifest, manifest)
+    except UsageError as e:
+        raise Skipped(str(e)) from None
+    for trace in (paths.steps, paths.rollouts, paths.gpu):
+        if trace.is_file():
+            try:
+                pq.read_metadata(trace)
+            except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+                raise Skipped(
+                    f"{trace}: unreadable parquet ({e}); recompute the run's files with `bench metrics {paths.root}`"
+                ) from None

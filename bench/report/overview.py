@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from bench.metrics import colocated
 from bench.report.load import Run, resolved_config
 from bench.telemetry import role_summary
 
@@ -142,3 +143,70 @@ def overview(runs: list[Run]) -> list[dict[str, Any]]:
 
 def _fmt(v: float | None, spec: str) -> str:
     return "" if v is None else spec.format(v)
+
+
+def _value(entry: Any) -> Any:
+    return entry.get("value") if isinstance(entry, dict) else entry
+
+
+def run_identity(run: Run) -> dict[str, str]:
+    """What a run was, in words: framework, mode and emulator policy, placement, GPUs by role (the
+    resolved layout of a launched run, the `inferred` block of an ingested one); unknown said so."""
+    m, res, inf = run.manifest, run.manifest.get("resolved") or {}, run.manifest.get("inferred") or {}
+    mode = res.get("mode") or _value(inf.get("mode"))
+    policy = res.get("policy")
+    co = colocated(m)
+    placement = "placement unknown" if co is None else ("colocated" if co else "disaggregated")
+    if res:
+        gpus = ", ".join(
+            f"{role} {(res.get(role) or {}).get('gpus')}"
+            for role in ("trainer", "generator")
+            if isinstance(res.get(role), dict)
+        )
+        total = res.get("total_gpus")
+    else:
+        named = {k: _value(v) for k, v in (inf.get("gpus") or {}).items()}
+        gpus = ", ".join(f"{k} {v}" for k, v in named.items())
+        total = sum(v for v in named.values() if isinstance(v, int)) if named else None
+    return {
+        "framework": str(m.get("framework")),
+        "mode": (f"mode {mode}" if mode else "mode not recorded")
+        + (f" (emulator policy {policy})" if policy else ""),
+        "placement": placement,
+        "gpus": f"{total} GPUs ({gpus})" if total else "GPUs not recorded",
+    }
+
+
+def where_time_goes(run: Run) -> str:
+    """metrics.json `phases` in one line: the largest phase, then checkpoint save and validation
+    whenever the run timed them, as shares of the steady steps' wall time (the breakdown's numbers)."""
+    ph = run.metrics.get("phases") or {}
+    parts = ph.get("parts") or {}
+    if not parts:
+        return "step phases not reported: " + str(ph.get("missing") or "metrics.json has no phases")
+    largest = ph.get("largest")
+    shown = [largest] + [
+        c for c in ("checkpoint_s", "validation_s", "unattributed_s") if c in parts and c != largest
+    ]
+    text = ", ".join(f"{parts[c]['name']} {_share(parts[c]['share'])}" for c in shown)
+    return f"largest phase: {text} of the steady steps' wall time"
+
+
+def _share(v: float | None) -> str:
+    """A share as a percentage; -0.0 (timers summing to the step within float error) prints 0.0."""
+    return "not reported" if v is None else f"{round(100 * v, 1) + 0.0:.1f}%"
+
+
+def what_ran(runs: list[Run]) -> dict[str, Any]:
+    """The report's first lines: per run what it was (run_identity) and where its step time goes,
+    and, when the runs differ in mode, placement or GPUs, the sentence saying they are not one
+    experiment (their numbers compare setups, not frameworks alone)."""
+    rows = [{"label": r.label, **run_identity(r), "time": where_time_goes(r)} for r in runs]
+    differ = [k for k in ("mode", "placement", "gpus") if len({x[k] for x in rows}) > 1]
+    note = (
+        f"Not one experiment: these runs differ in {', '.join(differ)}; a difference between them is the "
+        "setup's as much as the framework's."
+        if len(rows) > 1 and differ
+        else ""
+    )
+    return {"rows": rows, "note": note}

@@ -7,6 +7,7 @@ Everything a log or config contributes is text passed to templates with autoesca
 from __future__ import annotations
 
 import json
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import jinja2
 import pandas as pd
 
+from bench.cli import counted
 from bench.report.diagnose import Verdict
 from bench.report.evidence import LedgerRow
 from bench.report.findings import leader_rows
@@ -27,6 +29,7 @@ from bench.report.load import (
     resolved_config,
 )
 from bench.report.series import Series
+from bench.trace import redact_text
 
 NOT_REPORTED = "not reported"
 LAUNCH_FILE_MAX = 20_000  # characters of one launch file shown in the report; the rest is cut
@@ -132,7 +135,7 @@ def _launch_files(run: Run) -> list[dict[str, str]]:
     if run.paths.launch.is_dir():
         for p in sorted(run.paths.launch.iterdir()):
             if p.is_file():
-                text = p.read_text(errors="replace")
+                text = redact_text(p.read_text(errors="replace"))  # launch/ written before redaction too
                 if len(text) > LAUNCH_FILE_MAX:
                     text = text[:LAUNCH_FILE_MAX] + f"\n… cut at {LAUNCH_FILE_MAX} of {len(text)} characters"
                 files.append({"name": p.name, "text": text})
@@ -193,6 +196,37 @@ def did_not_run(runs: list[Run]) -> list[dict[str, str]]:
     return out
 
 
+def phases_text(phases: dict | None) -> str:
+    """metrics.json `phases` as one line: each phase's seconds per steady step and share, then the
+    step they sum to (the numbers the step-breakdown figure draws)."""
+    parts = (phases or {}).get("parts") or {}
+    if not parts:
+        return str((phases or {}).get("missing") or "")
+    each = "; ".join(
+        f"{p['name']} {p['s_per_step']:.3g} s ({100 * (p['share'] or 0) + 0.0:.1f}%)" for p in parts.values()
+    )
+    return f"{each} = {phases['step_s']:.4g} s per step"
+
+
+def wall_text(b: dict | None) -> str:
+    """metrics.json `wall_breakdown` as one line: start-up, steps, gaps, overlap, teardown (s) of the
+    wall time and its window; a part the run does not show, with its reason."""
+    if not b or b.get("wall_s") is None:
+        return ""
+    names = {
+        "startup_s": "start-up",
+        "steps_s": "steps",
+        "gaps_s": "gaps between steps",
+        "overlap_s": "overlap",
+        "teardown_s": "teardown",
+    }
+    shown = [f"{n} {b[k]:.4g} s" for k, n in names.items() if b.get(k) is not None]
+    unknown = sorted({v for v in (b.get("missing") or {}).values()})
+    return f"{'; '.join(shown)} of {b['wall_s']:.4g} s ({b['window']})" + (
+        f"; {'; '.join(unknown)}" if unknown else ""
+    )
+
+
 def run_details(
     runs: list[Run],
     series: list[Series],
@@ -234,6 +268,8 @@ def run_details(
             "parsed files": _join(m.get("parsed_files") or ""),
             "skipped log lines": m.get("skipped_lines") or "",
             "steady-state window": _window_text(r.metrics.get("window")),
+            "where a step goes (steady mean)": phases_text(r.metrics.get("phases")),
+            "wall time": wall_text(r.metrics.get("wall_breakdown")),
         }
         workload = {k: cfg[k] for k in ("workload", "experiment", "model", "hardware") if k in cfg}
         out.append(
@@ -301,9 +337,17 @@ def _window_text(w: Any) -> str:
     return f"steps {w['first_step']}–{w.get('last_step')} ({w.get('rule', 'rule not stated')})"
 
 
+# CommonMark reads `<` before a letter, `/`, `!` or `?` as raw HTML (or an autolink) and `&name;`
+# as an entity; a backslash before them keeps them text. `->`, `a < b` and `R&D` need nothing.
+_MD_MARKUP = re.compile(r"<(?=[A-Za-z/!?])|&(?=#?\w+;)")
+
+
 def md_cell(text: Any) -> str:
-    """Escape a value for a Markdown table cell: no raw HTML, no column breaks, one line."""
-    s = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Escape a value for Markdown (a table cell, a list item): no raw HTML, no column breaks, one
+    line, and no HTML entities, so the page reads the same as plain text and rendered. Backslashes
+    are doubled first, so a value's own backslash cannot undo an escape."""
+    s = str(text).replace("\\", "\\\\")
+    s = _MD_MARKUP.sub(lambda m: "\\" + m.group(0), s)
     return s.replace("|", "\\|").replace("\n", " ").replace("`", "\\`")
 
 
@@ -325,6 +369,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["md"] = md_cell
+    env.filters["counted"] = counted
     return env
 
 

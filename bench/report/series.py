@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from bench.report.diagnose import run_resources
-from bench.report.evidence import rollout_evidence, step_evidence
+from bench.report.evidence import cap_evidence, phase_evidence, rollout_evidence, step_evidence
 from bench.report.load import Run, resolved_config
 from bench.trace import TraceError, read_rollouts, read_steps
 
@@ -51,7 +51,6 @@ ROLLOUT_COLUMNS = [
     "reward",
     "status",
 ]
-BREAKDOWN = ["wait_s", "logprob_s", "compute_s", "sync_s"]  # parts of a trainer step, seconds
 
 
 @dataclass
@@ -59,7 +58,9 @@ class Series:
     """What the figures need from one run's trace/ directory."""
 
     steps: pd.DataFrame | None = None  # per step (binned to <= MAX_POINTS), derived rate columns
-    breakdown: dict[str, float] | None = None  # mean seconds per steady-state step, BREAKDOWN keys
+    # metrics.json `phases`: mean seconds per steady step by phase (bench.trace.STEP_PHASES), with
+    # their names; the parts sum to the step (unattributed included)
+    breakdown: dict[str, dict[str, Any]] | None = None
     production: pd.DataFrame | None = None  # t_s, production_per_s, queue_depth (from rollouts)
     staleness: pd.Series | None = None  # versions behind -> rollouts trained (from rollouts)
     staleness_source: str = ""
@@ -94,15 +95,22 @@ def _steps(run: Run, s: Series) -> None:
         return
     try:
         df = read_steps(run.paths.steps, columns=STEP_COLUMNS)
+        present = _present(run, CAP_COLUMNS)
+        caps = read_steps(run.paths.steps, columns=["step", *present]) if present else None
     except TraceError as e:
         s.warnings.append(f"steps.parquet skipped in figures: {e}")
         return
     df = df.sort_values("step").astype("float64")
     steady = _window(run, df)
-    parts = {k: float(steady[k].mean()) for k in BREAKDOWN if steady[k].notna().any()}
-    if parts:
-        s.breakdown = parts
-    s.evidence |= step_evidence(steady)
+    phases = run.metrics.get("phases") or {}
+    if phases.get("parts"):
+        s.breakdown = phases["parts"]
+    s.evidence |= step_evidence(steady) | phase_evidence(phases)
+    wl = resolved_config(run.manifest).get("workload") or {}
+    cap = _pos(wl.get("max_response_len"))
+    s.evidence["clip_frac"] = (
+        cap_evidence(_window(run, caps.astype("float64")), cap) if caps is not None else None
+    )
     if df["response_tokens"].notna().all():
         s.trained_response_tokens = float(df["response_tokens"].sum())
     if df["generated_tokens"].notna().all():
@@ -128,6 +136,15 @@ def _steps(run: Run, s: Series) -> None:
         s.staleness = df["staleness_mean"].dropna().round().astype("int64").value_counts().sort_index()
         s.staleness_source = "steps.parquet: staleness_mean per step (rounded); no per-rollout trace"
     s.steps = _bin(df, "step")
+
+
+CAP_COLUMNS = ["native_response_clip_ratio", "native_response_length_max"]
+
+
+def _present(run: Run, cols: list[str]) -> list[str]:
+    """The ones of `cols` steps.parquet has (native_* columns are optional)."""
+    names = set(pq.read_schema(run.paths.steps).names)
+    return [c for c in cols if c in names]
 
 
 def _rollouts(run: Run, s: Series, wall_s: float | None) -> None:

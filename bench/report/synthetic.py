@@ -128,7 +128,21 @@ def make_run(
             ),
         )
     if metrics is not None:
+        from bench.metrics import phases, steady_window
+        from bench.trace import read_steps
+
+        # the step phases as bench.metrics computes them from this trace, unless the caller gives them
+        trace = read_steps(paths.steps)
+        w = steady_window(trace)
+        steady = trace[(trace.step >= w.first) & (trace.step <= w.last)]
         write_json(
-            paths.metrics, {"framework": framework, "mode": mode, "run_id": paths.root.name, **metrics}
+            paths.metrics,
+            {
+                "framework": framework,
+                "mode": mode,
+                "run_id": paths.root.name,
+                "phases": phases(steady, manifest),
+                **metrics,
+            },
         )
     return paths

@@ -11,16 +11,16 @@ Exits 2 when a figure could not be computed at all (status error, e.g. a missing
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
+from bench.fixtures import fixtures_dir
 from bench.reproduce import sources, table
 from bench.reproduce.spec import PUBLISHED_DIR, SpecError, load_cases
 
 REPO = Path(__file__).resolve().parents[2]
-# CI and developers keep the SemiAnalysis opd-benchmark files beside the checkout.
-DEFAULT_DATA_ROOT = REPO.parent / "shared" / "fixtures" / "opd-benchmark"
+# The SemiAnalysis opd-benchmark files among the real-log fixtures ($RLBENCH_FIXTURES, `make fixtures`).
+DEFAULT_DATA_ROOT = fixtures_dir() / "opd-benchmark"
 
 
 def run(
@@ -87,13 +87,31 @@ def main(argv: list[str]) -> int:
     are known gaps, shown but not failing); 2 when a figure could not be computed at all (status
     error: missing input, bad spec), or the data root the selected cases read does not exist
     (refused before anything is written); with --strict, also 1 on any fail."""
-    ap = argparse.ArgumentParser(prog="python -m bench reproduce", description=__doc__.split("\n")[0])
-    ap.add_argument("selection", nargs="*", help="published=NAME[,NAME] (files in conf/published/)")
+    from bench.cli import command_parser
+
+    ap = command_parser(
+        "reproduce",
+        "Recompute every published figure of conf/published/ (or the selected files) from its inputs and "
+        "compare it with the published value and its tolerance; exit 2 when a figure cannot be computed, "
+        "and with --strict also 1 when one is out of tolerance.",
+        "conf/published/*.yaml, conf/ for the emulated figures, and the opd-benchmark logs under "
+        "--data-root for the figures measured from real runs.",
+        "the directory --out: index.html, reproduce.md and reproduce.csv, and runs/ with the run directories the "
+        "figures were computed from; the table goes to stdout.",
+        ["python -m bench reproduce published=opd_frameworks --strict"],
+    )
+    ap.add_argument(
+        "selection",
+        nargs="*",
+        metavar="published=NAME[,NAME]",
+        help="only these files of conf/published/ (default: all)",
+    )
     ap.add_argument(
         "--data-root",
         type=Path,
         default=DEFAULT_DATA_ROOT,
-        help="checkout of SemiAnalysisAI/opd-benchmark (default: %(default)s)",
+        help="checkout of SemiAnalysisAI/opd-benchmark (default: $RLBENCH_FIXTURES/opd-benchmark, "
+        "here %(default)s; `make fixtures` fetches it)",
     )
     ap.add_argument(
         "--out", type=Path, default=Path("reports/reproduce"), help="output directory (default: %(default)s)"

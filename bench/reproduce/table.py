@@ -226,7 +226,9 @@ def _md_escape(text: str) -> str:
 
 def _summary_line(rows: list[Row]) -> str:
     s = summary(rows)
-    return f"{len(rows)} figures: " + ", ".join(f"{n} {k}" for k, n in s.items() if n)
+    from bench.cli import counted
+
+    return f"{counted(len(rows), 'figure')}: " + ", ".join(f"{n} {k}" for k, n in s.items() if n)
 
 
 HTML = """<!doctype html>

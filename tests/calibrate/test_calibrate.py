@@ -17,7 +17,7 @@ from bench.config import compose
 from bench.errors import UsageError
 from bench.reproduce import opd_logs
 from bench.reproduce.spec import Context
-from tests.conftest import OPD
+from tests.conftest import opd_benchmark
 
 # The run's setup, from the benchmark's README (the opd_logs parse records no configuration).
 VERL_SETUP = [
@@ -52,7 +52,7 @@ QWEN3_0_6B_PARAMS = 595_984_384  # bench.flops total (matmul weights + embedding
 
 def parsed_run(tmp: Path, run: str, framework: str) -> Path:
     """The run directory bench/reproduce/opd_logs.py writes for results/<run> (mode native)."""
-    ctx = Context(data_root=OPD.parent, work_dir=tmp)
+    ctx = Context(data_root=opd_benchmark().parent, work_dir=tmp)
     return opd_logs.load_run("opd-frameworks", run, framework, ctx).run_dir.root
 
 
@@ -155,7 +155,7 @@ def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys):
     assert bench_main(["calibrate", str(run)]) == 2  # the parse records no configuration
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "does not say model, hardware, experiment.placement" in err[0]
-    assert "pass model=<conf/model name> hardware=<conf/hardware name>" in err[0]
+    assert "pass model=<conf/model name> hardware=<b200|gb300|h100_sxm|h20|h200>" in err[0]
     assert not (run / "calibration.yaml").exists()
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from bench.config import group_options
+from runners.shell import shell_join, shell_word
 
 REPO = Path(__file__).resolve().parents[2]
 PLUS = "('+' adds keys only under framework.native, the framework-native passthrough)"
@@ -223,8 +224,8 @@ def test_dry_run_prints_the_frameworks_own_command_not_the_wrapper(tmp_path: Pat
         == f"# verl: {run} (mode=emulate: the launch below is emulated by the job; mode=native runs it)"
     )
     assert out[1] == f"  job.sbatch: {run / 'launch' / 'job.sbatch'} (2 nodes x 8 GPUs)"
-    env = " ".join(f"{k}={v}" for k, v in driver["env"].items())
-    assert f"  [driver @ node 0] {env} {' '.join(driver['argv'])}" in out
+    env = " ".join(f"{k}={shell_word(v)}" for k, v in driver["env"].items())  # quoted as in job.sbatch
+    assert f"  [driver @ node 0] {env} {shell_join(driver['argv'])}" in out
     assert driver["argv"][:3] == ["python3", "-m", "verl.trainer.main_ppo"]
     assert "submitit" not in "\n".join(out[:-1])
     assert (
@@ -282,3 +283,116 @@ def test_readme_links_only_to_files_in_the_repository():
     for target in links:
         path = (REPO / target).resolve()
         assert path.is_relative_to(REPO) and path.exists(), target
+
+
+# -- numbers must be numbers; experiment.name and experiment.frameworks; sweep size -----------------
+
+FINITE = "expected a finite number"
+NAME_RULE = (
+    "expected one path segment of at most 100 letters, digits, '.', '_' or '-', starting with a letter or "
+    "digit (it names results/<experiment>/), e.g. experiment.name=smoke_lr_sweep"
+)
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["validate", "experiment=smoke", "workload.lr=nan"], f"workload.lr=nan: {FINITE}"),
+        (["render", "framework=verl", "workload.lr=nan", "--out", "out"], f"workload.lr=nan: {FINITE}"),
+        (["emulate", "experiment=smoke", "framework=verl", "hardware.peak_bf16_flops=inf", "--out", "out"],
+         f"hardware.peak_bf16_flops=inf: {FINITE}"),
+        (["run", "experiment=smoke", "experiment.generator.gpu_memory_utilization=nan", "results_dir=res",
+          "--dry-run"], f"experiment.generator.gpu_memory_utilization=nan: {FINITE}"),
+        (["cost", "hardware=h200", "hardware.tco.pue=nan"], f"hardware.tco.pue=nan: {FINITE}"),
+        (["flops", "model.weight_bytes=-inf"], f"model.weight_bytes=-inf: {FINITE}"),
+        (["ingest", "--framework", "verl", "--logs", "log.txt", "--out", "out", "hardware=h200",
+          "hardware.hbm_tbps=inf"], f"hardware.hbm_tbps=inf: {FINITE}"),
+        (["validate", "experiment=smoke", "calibration=cal.yaml"],
+         f"calibration=cal.yaml: values.emulator.trainer_mfu=nan: {FINITE}"),
+        (["validate", "experiment=smoke", "experiment.frameworks=verl"],
+         "experiment.frameworks=verl: expected a list; write experiment.frameworks=[verl]"),
+        (["validate", "experiment=smoke", "experiment.frameworks=[]"],
+         "experiment.frameworks=[]: expected at least one framework, e.g. experiment.frameworks=[verl] "
+         "(choose from prime_rl, slime, verl)"),
+        (["validate", "experiment=smoke", "experiment.frameworks=[verl,slime,verl]"],
+         "experiment.frameworks=[verl,slime,verl]: verl listed twice; list each framework once: "
+         "experiment.frameworks=[verl,slime]"),
+        (["run", "experiment=smoke", "framework=verl", "experiment.name=../../x", "results_dir=res", "--dry-run"],
+         f"experiment.name='../../x': {NAME_RULE}"),
+        (["run", "experiment=smoke", "framework=verl", "experiment.name=", "results_dir=res", "--dry-run"],
+         f"experiment.name='': {NAME_RULE}"),
+        (["emulate", "experiment=smoke", "framework=verl", "experiment.name=-x", "--out", "out"],
+         f"experiment.name='-x': {NAME_RULE}"),
+        (["run", "experiment=smoke", "framework=verl", "experiment.seed=range(1,100000)", "results_dir=res",
+          "--multirun", "--dry-run"],
+         "sweep over ['experiment.seed'] is 99999 points, more than --max-points 256; narrow it, or confirm "
+         "with --max-points 99999"),
+        (["emulate", "experiment=smoke", "framework=verl", "experiment.seed=range(0,3)",
+          "workload.group_size=2,4", "--max-points", "5", "--out", "out"],
+         "sweep over ['experiment.seed', 'workload.group_size'] is 6 points, more than --max-points 5; "
+         "narrow it, or confirm with --max-points 6"),
+        (["emulate", "experiment=smoke", "framework=verl", "experiment.seed=range(0,inf)", "--out", "out"],
+         "experiment.seed=range(0,inf): a range without an end; expected finite start, stop and step"),
+        (["run", "experiment=smoke", "framework=verl", "experiment.seed=range(5,1)", "results_dir=res",
+          "--multirun", "--dry-run"],
+         "experiment.seed=range(5,1): no values to sweep; expected a range with start before stop (or a "
+         "negative step)"),
+    ],
+)  # fmt: skip
+def test_numbers_names_and_lists_are_refused_by_key(tmp_path: Path, args: list[str], line: str):
+    (tmp_path / "log.txt").write_text("step:1 - loss:0.5\n")
+    (tmp_path / "cal.yaml").write_text("values:\n  emulator.trainer_mfu: {value: .nan}\n")
+    before = tree(tmp_path)
+    refused(bench(tmp_path, *args), line)
+    assert tree(tmp_path) == before
+
+
+def test_cost_output_is_json_without_nan(tmp_path: Path):
+    res = bench(tmp_path, "cost", "hardware=h200")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout, parse_constant=lambda c: pytest.fail(f"cost printed {c}"))
+    usd = doc["usd_per_gpu_hour"]
+    assert 1.0 < usd["total"] < 3.0  # $258k server, 5 years at 10 %, 8.5 kW: about $1.6/GPU-hour
+    # finite inputs whose sum overflows a float: refused by name, never printed as Infinity
+    huge = ["hardware.tco.opex_other_usd_per_gpu_hour=1.7e308", "hardware.tco.power_usd_per_kwh=1e308"]
+    refused(
+        bench(tmp_path, "cost", "hardware=h200", *huge),
+        "hardware.tco (H200): usd_per_gpu_hour.total=inf: expected a finite number (the inputs overflow a "
+        "float); lower the largest",
+    )
+
+
+def test_a_sweep_states_its_size_before_it_starts(tmp_path: Path):
+    res = bench(tmp_path, "run", "experiment=smoke", "framework=verl", "experiment.seed=0,1",
+                f"results_dir={tmp_path / 'res'}", "--multirun", "--dry-run")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.splitlines()[0] == "sweep: 2 points over experiment.seed"
+    assert len(list((tmp_path / "res" / "smoke" / "dry-run").iterdir())) == 2
+
+
+def test_max_points_confirms_a_sweep_beyond_the_cap():
+    from bench.sweep import MAX_POINTS, SweepError, expand
+
+    big = ["experiment=smoke", f"experiment.seed=range(0,{MAX_POINTS + 1})"]
+    with pytest.raises(SweepError, match=f"is {MAX_POINTS + 1} points, more than --max-points {MAX_POINTS}"):
+        expand(big, True)
+    points = expand(big, True, max_points=MAX_POINTS + 1)
+    assert [p["experiment.seed"] for p, _ in points] == [str(i) for i in range(MAX_POINTS + 1)]
+    # a range is counted, not listed: a billion points are refused at once
+    with pytest.raises(SweepError, match="is 1000000000 points"):
+        expand(["experiment.seed=range(0,1000000000)"], True)
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["run", "experiment=smoke", "--wait", "--timeout", "nan"],
+         "python -m bench run: error: argument --timeout: nan: expected > 0"),
+        (["emulate", "experiment=smoke", "--max-points", "0", "--out", "out"],
+         "python -m bench emulate: error: argument --max-points: 0: expected >= 1"),
+    ],
+)  # fmt: skip
+def test_numeric_flags_are_finite_and_in_range(tmp_path: Path, args: list[str], line: str):
+    res = bench(tmp_path, *args)
+    assert (res.returncode, res.stderr.splitlines()[-1], res.stdout) == (2, line, "")
+    assert tree(tmp_path) == {}

@@ -99,4 +99,4 @@ def test_nvidia_smi_csv_becomes_gpu_rows_relative_to_the_run_start():
 def test_sampler_runs_one_step_per_node_inside_slurm():
     argv = telemetry.sampler_argv(Path("/r/logs"), in_slurm=True)
     assert argv[:4] == ["srun", "--overlap", "--ntasks-per-node=1", "--kill-on-bad-exit=0"]
-    assert argv[-1].endswith('-l 1 > "/r/logs/gpu-$SLURMD_NODENAME.csv"')
+    assert argv[-1].endswith('-l 1 > "/r/logs/gpu-${SLURMD_NODENAME}.csv"')

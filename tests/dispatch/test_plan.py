@@ -73,7 +73,7 @@ def test_allocate_never_reuses_a_directory(tmp_path: Path):
 
 def test_redact_config_hides_secret_keys_at_any_depth():
     cfg = {"framework": {"native": {"wandb_api_key": "abc", "hf_token": "t", "lr": 1e-6}}, "steps": [1]}
-    assert rundir.redact_config(cfg) == {
+    assert rundir.redact(cfg) == {
         "framework": {"native": {"wandb_api_key": "<redacted>", "hf_token": "<redacted>", "lr": 1e-6}},
         "steps": [1],
     }

@@ -97,7 +97,7 @@ def test_a_group_joins_the_batch_only_when_scored():
     assert scored.trainer.rows[0].wait_s - plain.trainer.rows[0].wait_s == pytest.approx(delay, rel=1e-9)
 
 
-def test_score_s_is_the_steps_scoring_wall_time(tmp_path):
+def test_gen_score_s_is_the_steps_scoring_wall_time(tmp_path):
     paths = emulate(compose(OPD), tmp_path / "run")
     from bench.trace import read_steps
 
@@ -106,8 +106,10 @@ def test_score_s_is_the_steps_scoring_wall_time(tmp_path):
     (t,) = manifest["emulator"]["teachers"]
     assert t["groups"] == 15 * 8 and t["batches"] >= 15  # every trained group was scored
     # one teacher engine: the steps' scoring intervals never overlap, so their sum is its busy time
-    assert steps["score_s"].sum() == pytest.approx(t["busy_s"], rel=1e-9)
-    assert (steps["score_s"] > 0).all() and (steps["score_s"] <= steps["wait_s"] + 1e-9).all()
+    assert steps["gen_score_s"].sum() == pytest.approx(t["busy_s"], rel=1e-9)
+    # scored while the trainer waits: inside wait_s, so not a phase of its own (score_s stays null)
+    assert (steps["gen_score_s"] > 0).all() and (steps["gen_score_s"] <= steps["wait_s"] + 1e-9).all()
+    assert steps["score_s"].isna().all()
     assert manifest["resources"]["teacher"]["busy_s"] == pytest.approx(t["busy_s"])
 
 
@@ -159,7 +161,7 @@ def test_a_teacher_on_the_generator_slows_generation():
 
 
 # --- no teachers: nothing changes -------------------------------------------------------------------
-# sha256 of the trace columns of runs without teachers (steps rows without score_s, every rollout
+# sha256 of the trace columns of runs without teachers (steps rows without gen_score_s, every rollout
 # segment and draw, wall time, events, generator busy time). Computed once, with the code before the
 # scoring stage and again after it: bit-identical (the report of the scoring-stage change gives both).
 # A change to the cost model or the draws changes them on purpose: then re-pin with
@@ -183,7 +185,7 @@ def trace_sha256(overrides: list[str]) -> str:
     res = loop.run()
     h = hashlib.sha256()
     for row in step_rows(res):
-        row.pop("score_s", None)
+        row.pop("gen_score_s", None)
         h.update(repr(sorted((k, float(v)) for k, v in row.items())).encode())
     for d in (res.segments, res.draws):
         for k in sorted(d):
@@ -203,10 +205,10 @@ def test_runs_without_teachers_are_bit_identical_to_before_the_scoring_stage(nam
     )
 
 
-def test_runs_without_teachers_have_no_score_s():
+def test_runs_without_teachers_have_no_gen_score_s():
     loop, _, _ = build(compose(NO_TEACHER_RUNS["smoke_verl"]))
     rows = step_rows(loop.run())
-    assert all("score_s" not in r for r in rows)  # written as null: no scoring stage
+    assert all("gen_score_s" not in r for r in rows)  # written as null: no scoring stage
 
 
 # --- the schema's checks: one line each ------------------------------------------------------------------

@@ -44,7 +44,7 @@ def prime_run(tmp_path_factory, opd_results):
 def _values(run: Path) -> dict:
     inf = read_manifest(RunPaths(run))["inferred"]
     return {
-        "model": inf["model"]["value"],
+        "model": inf["model_arch"]["value"],
         "gpus": {role: e["value"] for role, e in inf["gpus"].items()},
         **{
             k: inf[k]["value"]
@@ -80,7 +80,7 @@ def test_verl_run_infers_its_configuration(verl_run, opd_results):
     assert _line(d / "config.yaml", 905).strip() == "n_gpus_per_node: 1"
     assert _line(d / "config.yaml", 841).strip() == "n_gpus_per_node: 1"  # distillation: (the teacher)
     # the model from the only architecture line verl prints, against conf/model's parameter count
-    assert inf["model"]["source"] == "run.log:904"
+    assert inf["model_arch"]["source"] == "run.log:904"
     assert _line(d / "run.log", 904).endswith("Qwen3ForCausalLM contains 596.05M parameters")
     assert "matches conf/model/qwen3_0_6b.yaml" in inf["model_evidence"]
     assert inf["model_path"]["value"] == "/root/opd-bench/models/student"  # a local path, not a model id
@@ -111,6 +111,10 @@ def test_verl_config_is_read_from_the_console_dump_alone(tmp_path, opd_results):
         "teacher.placement": ("dedicated", "run.log:652 (verl's teacher_pool)"),
         "teacher.model_path": ("/root/opd-bench/models/teacher", "run.log:680"),
         "teacher.tp": (1, "run.log:678"),
+        "rollout.tp": (1, "run.log:408"),
+        "trainer.tp": (1, "run.log:138 (strategy fsdp: no tensor or pipeline parallelism)"),
+        "trainer.pp": (1, "run.log:138 (strategy fsdp: no tensor or pipeline parallelism)"),
+        "trainer.dp": (1, "run.log:835: 1 GPUs / (TP 1 x PP 1)"),
     }
     log = src / "run.log"
     assert _line(log, 357).endswith("'n': 16,") and _line(log, 627).endswith("'train_batch_size': 8,")
@@ -198,7 +202,7 @@ def test_hardware_is_never_a_default(verl_run):
     assert m["inferred"]["hardware"] == {
         "value": None,
         "source": None,
-        "reason": "hardware unknown: pass hardware=<name>",
+        "reason": "hardware unknown: pass hardware=<name> (one of b200, gb300, h100_sxm, h20, h200)",
     }
     assert m["config"]["hardware"] is None
     metrics = json.loads(RunPaths(verl_run).metrics.read_text())
@@ -238,7 +242,9 @@ def test_given_values_fill_what_the_logs_lack(tmp_path_factory, opd_results):
         "workload.max_response_len=128",
     )
     inf = read_manifest(RunPaths(run))["inferred"]
-    assert inf["model"] == {"value": "qwen3_0_6b", "name": "Qwen/Qwen3-0.6B", "source": "given"}
+    assert inf["model_arch"]["value"] == "qwen3_0_6b" and inf["model_arch"]["source"] == "given"
+    # the name stays the run's own (its model path), the given entry is the architecture
+    assert inf["model"]["value"] == "student" and inf["model"]["source"] == "trainer.log:7"
     assert inf["max_response_len"] == {"value": 128, "source": "given"}
     assert inf["group_size"]["source"].startswith("metrics.jsonl:1")  # logged values stay logged
 
@@ -354,7 +360,8 @@ def test_runs_the_suite_launches_carry_the_same_inferred_block(verl_run):
     native = inferred_from_config(cfg)
     ingested = read_manifest(RunPaths(verl_run))["inferred"]
     assert set(native) <= set(ingested)
-    assert native["model"] == {"value": "qwen3_8b", "name": "Qwen/Qwen3-8B", "source": "config: model"}
+    assert native["model"] == {"value": "Qwen/Qwen3-8B", "source": "config: model.name"}
+    assert native["model_arch"]["value"] == "qwen3_8b"
     assert native["hardware"] == {"value": "h100_sxm", "source": "config: hardware"}
     assert native["gpus"] == {"hybrid": {"value": 8, "source": "config: experiment.trainer_gpus"}}
     assert (native["group_size"]["value"], native["prompts_per_step"]["value"], native["nodes"]["value"]) == (

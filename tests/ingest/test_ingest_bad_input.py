@@ -3,6 +3,7 @@ written or overwritten (issue 11, section 2). Run through the real CLI in a subp
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -66,7 +67,7 @@ def test_existing_run_directory_is_never_overwritten(tmp_path, opd_results):
     p = _cli("--framework", "verl", "--logs", str(opd_results / "verl"), "--out", str(out))
     assert p.returncode == 2
     assert _errors(p) == [
-        f"error: --out {out}: already exists; runs are never overwritten: choose a new directory"
+        f"error: --out {out}: already exists (a run directory); runs are never overwritten, choose a new --out"
     ]
     assert (out / "manifest.json").read_text() == '{"kept": true}' and sorted(out.iterdir()) == [
         out / "manifest.json"
@@ -115,3 +116,42 @@ def test_a_run_whose_metrics_fail_is_partial_with_the_error(tmp_path, opd_result
         "source": None,
         "phase": "metrics",
     }
+
+
+def test_hardware_the_logs_contradict_is_refused_naming_both(tmp_path, opd_results, capsys):
+    """verl's perf/max_memory_allocated_gb of 185 GB cannot be an H200 (141 GB HBM): refused in one
+    line naming the given card, the logged value and its step, and the cards the suite knows."""
+    from bench.ingest import main as ingest
+
+    logs = tmp_path / "logs"
+    shutil.copytree(opd_results / "verl", logs)
+    text = (logs / "run.log").read_text()
+    (logs / "run.log").write_text(
+        text.replace("perf/max_memory_allocated_gb:12.217142581939697", "perf/max_memory_allocated_gb:185.0", 1)
+    )
+    (logs / "gpu.csv").unlink()  # its device names would name the H100 first
+    out = tmp_path / "run"
+    assert ingest(["--framework", "verl", "--logs", str(logs), "--out", str(out), "hardware=h200"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: hardware=h200 (given) contradicts the logs: perf/max_memory_allocated_gb 185 at step 2 "
+        "exceeds its 141 GB HBM; device memory total 85 GB (run.log:905) is not its 141 GB HBM; "
+        "pass the GPU the run used (one of b200, gb300, h100_sxm, h20, h200)"
+    ]
+    assert not out.exists()
+
+
+def test_hardware_given_once_is_kept_for_every_later_command(tmp_path, opd_results):
+    """hardware= given at ingest is the manifest's, and calibrate / predict / plan compose it."""
+    from bench import calibrate
+    from bench.ingest import main as ingest
+    from bench.trace import RunPaths, read_manifest
+
+    logs = tmp_path / "logs"
+    shutil.copytree(opd_results / "verl", logs)
+    (logs / "gpu.csv").unlink()
+    out = tmp_path / "run"
+    assert ingest(["--framework", "verl", "--logs", str(logs), "--out", str(out), "hardware=h100_sxm"]) == 0
+    manifest = read_manifest(RunPaths(out))
+    assert manifest["inferred"]["hardware"] == {"value": "h100_sxm", "source": "given"}
+    cfg, known = calibrate.compose_setup(manifest, [])
+    assert known["hardware"] == "h100_sxm" and cfg.hardware.name == "H100-SXM"

@@ -61,3 +61,35 @@ def test_moe_matches_on_its_experts_not_the_unused_dense_ffn():
                 experts=128, ffn_expert=768, top_k=8)  # fmt: skip
     assert match_model(_arch(**arch))[0] == "qwen3_30b_a3b"
     assert match_model(_arch(**{**arch, "experts": 64}))[0] is None
+
+
+def test_a_vocabulary_padded_for_tensor_parallelism_matches_its_model(tmp_path, opd_results):
+    """Miles' Megatron argument dump, as a TP-2 run prints it: padded_vocab_size 152064 for
+    Qwen3-0.6B's 151936 tokens (a multiple of 128 x 2). The entry matches and the rule is stated;
+    a vocabulary that no TP pads 151936 into does not match."""
+    from runners import slime_config
+
+    text = (opd_results / "miles" / "run.log").read_text()
+    line = "  padded_vocab_size ............................... 151936"
+    assert line in text
+    for padded, match in ((152064, "qwen3_0_6b"), (152000, None)):
+        (tmp_path / "run.log").write_text(text.replace(line, line.replace("151936", str(padded))))
+        facts = slime_config.read(tmp_path)
+        assert facts["architecture"].value["vocab"] == padded
+        name, _, evidence, _ = match_model(facts)
+        assert name == match
+        if match:
+            assert evidence.endswith(
+                "vocab 152064 is 151936 padded to a multiple of 128 x TP 2 (Megatron)"
+            )
+
+
+def test_the_model_name_is_read_from_the_path_the_run_loaded():
+    from bench.infer import model_name_from_path
+
+    assert model_name_from_path("/workspace/verl/Qwen/Qwen2-7B-Instruct") == "Qwen/Qwen2-7B-Instruct"
+    assert model_name_from_path("Qwen/Qwen2.5-0.5B-Instruct") == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert model_name_from_path("/root/models/deepseek-llm-7b-chat") == "deepseek-llm-7b-chat"
+    assert model_name_from_path("/root/opd-bench/models/student") == "student"
+    assert model_name_from_path("/hf/hub/models--Qwen--Qwen3-8B/snapshots/abc123") == "Qwen/Qwen3-8B"
+    assert model_name_from_path("sft_model_path/global_step_58") == "sft_model_path/global_step_58"

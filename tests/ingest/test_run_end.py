@@ -238,3 +238,102 @@ def test_an_error_the_run_survived_is_not_its_end(tmp_path, opd_results):
     )
     m, steps = _ingest("verl", _verl_logs(tmp_path, opd_results, text), tmp_path / "r")
     assert (m["status"], m["failure"], len(steps)) == ("completed", None, 15)
+
+
+def _verl_before_steps(opd_results: Path) -> str:
+    """verl's run.log up to its first step record: a run that stops during start-up."""
+    text = (opd_results / "verl" / "run.log").read_text()
+    return text[: text.rindex("\n", 0, text.index("step:1 - ")) + 1]
+
+
+# Hydra without HYDRA_FULL_ERROR: the InstantiationException's text, no traceback
+HYDRA_WRAPPED = """\
+Error executing job with overrides: ['data.train_batch_size=8', 'actor_rollout_ref.actor.ppo_mini_batch_size=16']
+Error in call to target 'verl.workers.config.actor.FSDPActorConfig':
+ValueError('ppo_mini_batch_size (16) must be <= train_batch_size (8)')
+full_key: actor_rollout_ref.actor
+
+Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.
+"""
+# Ray: the driver's traceback ends in RayTaskError(ValueError), the actor's own traceback under it
+RAY_WRAPPED = """\
+Traceback (most recent call last):
+  File "/workspace/verl/verl/trainer/main_ppo.py", line 42, in main
+    run_ppo(config)
+  File "/workspace/verl/verl/trainer/main_ppo.py", line 96, in run_ppo
+    ray.get(runner.run.remote(config))
+ray.exceptions.RayTaskError(ValueError): ray::TaskRunner.run() (pid=41131, ip=10.0.0.2, actor_id=8f1c, repr=<main_ppo.TaskRunner object at 0x7f3c>)
+  File "/workspace/verl/verl/trainer/main_ppo.py", line 316, in run
+    trainer.init_workers()
+  File "/workspace/verl/verl/trainer/ppo/ray_trainer.py", line 861, in init_workers
+    raise ValueError("rollout.tensor_model_parallel_size (4) exceeds the GPUs per node (2)")
+ValueError: rollout.tensor_model_parallel_size (4) exceeds the GPUs per node (2)
+"""
+# Ray: an actor whose constructor raised; ActorDiedError carries the cause's traceback
+ACTOR_DIED_WRAPPED = """\
+(TaskRunnerV1 pid=41131) Traceback (most recent call last):
+(TaskRunnerV1 pid=41131)   File "/workspace/verl/verl/single_controller/ray/base.py", line 520, in _init_with_resource_pool
+(TaskRunnerV1 pid=41131)     ray.get(futures)
+(TaskRunnerV1 pid=41131) ray.exceptions.ActorDiedError: The actor died because of an error raised in its creation task, ray::WorkerDict.__init__() (pid=42351, ip=10.0.0.2, actor_id=91ab, repr=<verl.single_controller.ray.base.WorkerDict object at 0x7f>)
+(TaskRunnerV1 pid=41131)   File "/workspace/verl/verl/workers/fsdp_workers.py", line 140, in __init__
+(TaskRunnerV1 pid=41131)     self._build_model_optimizer()
+(TaskRunnerV1 pid=41131) RuntimeError: CUDA error: invalid device ordinal
+"""
+
+
+@pytest.mark.parametrize(
+    ("tail", "kind", "message", "wrapper"),
+    [
+        (
+            HYDRA_WRAPPED,
+            "ValueError",
+            "ValueError: ppo_mini_batch_size (16) must be <= train_batch_size (8)",
+            "Error in call to target 'verl.workers.config.actor.FSDPActorConfig':",
+        ),
+        (
+            RAY_WRAPPED,
+            "ValueError",
+            "ValueError: rollout.tensor_model_parallel_size (4) exceeds the GPUs per node (2)",
+            "ray.exceptions.RayTaskError(ValueError): ray::TaskRunner.run()",
+        ),
+        (
+            ACTOR_DIED_WRAPPED,
+            "RuntimeError",
+            "RuntimeError: CUDA error: invalid device ordinal",
+            "ray.exceptions.ActorDiedError: The actor died because of an error raised in its creation task",
+        ),
+    ],
+    ids=["hydra", "ray-task-error", "actor-died-with-cause"],
+)
+def test_a_wrapped_start_up_error_is_unwrapped_to_its_class_message_and_line(
+    tmp_path, opd_results, tail, kind, message, wrapper
+):
+    head = _verl_before_steps(opd_results)
+    logs = _verl_logs(tmp_path, opd_results, head + tail)
+    assert ingest(["--framework", "verl", "--logs", str(logs), "--out", str(tmp_path / "run")]) == 0
+    m = read_manifest(RunPaths(tmp_path / "run"))
+    assert m["status"] == "failed"
+    f = m["failure"]
+    assert (f["kind"], f["message"], f["phase"]) == (kind, message, "launch or first step")
+    line = int(f["source"].split(":")[1])  # the original exception's own line (Hydra: its repr)
+    assert message.split(": ", 1)[1] in (logs / "run.log").read_text().split("\n")[line - 1]
+    assert line > head.count("\n") and f["wrapped_by"].startswith(wrapper)
+
+
+def test_a_log_with_bare_cr_line_ends_parses_every_step_and_cites_physical_lines(tmp_path, opd_results):
+    """run.log written with CR line ends only (no LF): every record still parses, and the error at
+    the end is cited at physical line 1, as `grep -n` numbers a file without LF."""
+    text = _verl_until(opd_results, 5) + VALUE_ERROR
+    m, steps = _ingest("verl", _verl_logs(tmp_path, opd_results, text.replace("\n", "\r")), tmp_path / "r")
+    assert steps == [1, 2, 3, 4, 5]
+    assert m["failure"]["kind"] == "ValueError" and m["failure"]["source"] == "run.log:1"
+
+
+def test_a_cr_progress_bar_inside_a_line_does_not_shift_cited_lines(tmp_path, opd_results):
+    """tqdm redraws with CR inside one LF line; the error is cited at its `grep -n` line."""
+    text = _verl_until(opd_results, 5).replace(
+        "step:3 - ", "Training Progress:  20%|##        | 3/15\rTraining Progress:  27%|###       | 4/15\rstep:3 - ", 1
+    ) + VALUE_ERROR
+    m, steps = _ingest("verl", _verl_logs(tmp_path, opd_results, text), tmp_path / "r")
+    assert steps == [1, 2, 3, 4, 5]
+    assert m["failure"]["source"] == f"run.log:{text.count(chr(10))}"

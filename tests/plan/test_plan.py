@@ -164,12 +164,12 @@ def test_from_a_measured_run_plans_on_its_setup_with_its_calibration(tmp_path, c
     from tests.calibrate.test_predict import SETUP
 
     run = parsed_run(tmp_path / "run", "verl", "verl")
-    args = ["--from", str(run), *SETUP, "experiment.placement=disaggregated", "gpus=4", "seeds=2"]
+    args = [str(run), *SETUP, "experiment.placement=disaggregated", "gpus=4", "seeds=2"]
     d = _plan_json(args, tmp_path / "p", capsys)
     assert sorted((p["trainer_gpus"], p["generator_gpus"]) for p in d["points"]) == [(1, 3), (2, 2)]
     assert d["current"] is None  # the run held 2 GPUs, not 4: nothing to compare against
     assert d["recommended"]["trainer_gpus"] + d["recommended"]["generator_gpus"] == 4
-    assert d["source"].startswith(f"--from {run} (verl run, calibration fitted now")
+    assert d["source"].startswith(f"{run} (verl run, calibration fitted now")
     assert d["sentence"].startswith("run ")
     cal = (tmp_path / "p" / "calibration.yaml").read_text()
     assert "fitted_on" in cal
@@ -196,10 +196,10 @@ def test_from_a_prime_rl_run_plans_splits_within_one_node(tmp_path, capsys):
 
     run = parsed_run(tmp_path / "run", "prime", "prime_rl")
     setup = [s for s in SETUP if not s.startswith("experiment.placement=")]
-    args = ["--from", str(run), *setup, "experiment.placement=disaggregated", "gpus=4", "seeds=2"]
+    args = [str(run), *setup, "experiment.placement=disaggregated", "gpus=4", "seeds=2"]
     d = _plan_json(args, tmp_path / "p", capsys)
     assert sorted((p["trainer_gpus"], p["generator_gpus"]) for p in d["points"]) == [(1, 3), (2, 2), (3, 1)]
-    assert d["source"].startswith(f"--from {run} (prime_rl run, calibration fitted now")
+    assert d["source"].startswith(f"{run} (prime_rl run, calibration fitted now")
     assert d["recommended"]["trainer_gpus"] + d["recommended"]["generator_gpus"] == 4
 
 

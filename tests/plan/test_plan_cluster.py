@@ -43,7 +43,7 @@ def test_local_cluster_runs_every_split_and_seed_as_a_job(tmp_path, capsys):
 
 
 def test_a_cluster_plan_from_a_run_is_refused(tmp_path, capsys):
-    assert bench_main(["plan", "--from", str(tmp_path), "--cluster", "local"]) == 2
+    assert bench_main(["plan", str(tmp_path), "--cluster", "local"]) == 2
     assert capsys.readouterr().err.startswith("error: ")
 
 

@@ -62,4 +62,13 @@ def test_headline_table_has_the_verdict_and_at_most_eight_figures(three_runs):
 
 
 def test_md_cell_escapes_markup_and_column_breaks():
-    assert md_cell("<script>|x\ny") == "&lt;script&gt;\\|x y"
+    assert md_cell("<script>|x\ny") == "\\<script>\\|x y"
+
+
+def test_md_cell_keeps_arrows_and_placeholders_readable_without_entities():
+    """Markdown is read as text too: `->` and `<name>` stay, only markup-forming characters get a
+    backslash (CommonMark renders \\< as <), and a value's own backslash cannot undo it."""
+    assert md_cell("verl -> prime_rl") == "verl -> prime_rl"
+    assert md_cell("pass model=<conf/model name>") == "pass model=\\<conf/model name>"
+    assert md_cell("a < b & R&D, x &amp; y") == "a < b & R&D, x \\&amp; y"
+    assert md_cell("C:\\<b>|") == "C:\\\\\\<b>\\|"

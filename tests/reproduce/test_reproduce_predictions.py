@@ -10,7 +10,7 @@ import pytest
 
 from bench.reproduce import sources, table
 from bench.reproduce.spec import PUBLISHED_DIR, load_case
-from tests.conftest import OPD
+from tests.conftest import opd_benchmark
 
 CASE = PUBLISHED_DIR / "opd_predictions.yaml"
 
@@ -31,7 +31,7 @@ def verl_rows(tmp_path_factory) -> dict[str, table.Row]:
     case = load_case(CASE)
     case = replace(case, figures=[f for f in case.figures if f.compute["calibrate_on"]["run"] == "verl"])
     work = tmp_path_factory.mktemp("runs")
-    ctx = sources.Context(data_root=OPD.parent, work_dir=work)
+    ctx = sources.Context(data_root=opd_benchmark().parent, work_dir=work)
     rows = {r.figure_id: r for r in table.evaluate([case], ctx)}
     rows["work_dir"] = work
     return rows

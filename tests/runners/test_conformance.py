@@ -11,7 +11,7 @@ log in REAL_LOGS, and a render its framework's own schema reads back unchanged
   and types against the schema derived from its pydantic classes);
 - the render is byte-identical to tests/runners/golden/<framework>/<experiment>/;
 - the shared workload keys each change a native setting (what docs/frameworks.md shows);
-- a real log from ../shared/fixtures parses into rows the trace contract accepts;
+- a real log from the real-log fixtures ($RLBENCH_FIXTURES) parses into rows the trace contract accepts;
 - runners/ imports nothing from bench/ but the trace contract (bench.trace).
 """
 
@@ -30,18 +30,19 @@ from verl_wheel import verl_config_root
 from bench.config import CONF_DIR, compose
 from bench.trace import read_steps, write_steps
 from runners.base import Runner, load_runner
-from tests.conftest import OPD, repo_neutral
+from tests.conftest import repo_neutral
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden"
 FRAMEWORKS = sorted(p.stem for p in (CONF_DIR / "framework").glob("*.yaml"))
 
-# framework -> (a real run's output folder under ../shared/fixtures, trainer steps it logged). The
-# opd-benchmark ran the same 15-step job on each framework (slime through its fork Miles).
-REAL_LOGS: dict[str, tuple[Path, int]] = {
-    "verl": (OPD / "results" / "verl", 15),
-    "slime": (OPD / "results" / "miles", 15),
-    "prime_rl": (OPD / "results" / "prime", 15),
+# framework -> (a real run's output folder in the opd-benchmark results (the `opd_results` fixture),
+# trainer steps it logged). The opd-benchmark ran the same 15-step job on each framework (slime
+# through its fork Miles).
+REAL_LOGS: dict[str, tuple[str, int]] = {
+    "verl": ("verl", 15),
+    "slime": ("miles", 15),
+    "prime_rl": ("prime", 15),
 }
 
 
@@ -143,10 +144,10 @@ def test_each_shared_workload_key_changes_a_native_setting(framework, key, value
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_a_real_log_parses_into_trace_rows(framework, shared_dir, tmp_path):
-    assert framework in REAL_LOGS, f"add a real {framework} log from ../shared/fixtures to REAL_LOGS"
+def test_a_real_log_parses_into_trace_rows(framework, opd_results, tmp_path):
+    assert framework in REAL_LOGS, f"add a real {framework} log from the real-log fixtures to REAL_LOGS"
     folder, steps = REAL_LOGS[framework]
-    result = _runner(framework).parse_logs(folder)
+    result = _runner(framework).parse_logs(opd_results / folder)
     assert len(result.steps) == steps and result.files
     write_steps(tmp_path / "steps.parquet", result.steps)  # the trace contract's own check
     df = read_steps(tmp_path / "steps.parquet")

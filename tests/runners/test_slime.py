@@ -105,12 +105,12 @@ def test_single_file_parses_like_its_folder(opd_results: Path, miles):
     assert [r["step_s"] for r in one.steps] == [r["step_s"] for r in miles.steps]
 
 
-# ---- parse: verbatim slime lines from GitHub issues (../shared/reference/slime.md section 3.4)
+# ---- parse: verbatim slime lines from GitHub issues (the research notes' slime.md section 3.4)
 
 
 @pytest.fixture(scope="module")
-def issue_lines(shared_dir: Path) -> list[str]:
-    text = (shared_dir / "reference" / "slime.md").read_text()
+def issue_lines(reference_dir: Path) -> list[str]:
+    text = (reference_dir / "slime.md").read_text()
     section = text[text.index("### 3.4") : text.index("## 4.")]
     return [
         ln.strip()

@@ -12,7 +12,8 @@ import pytest
 
 from bench.config import compose
 from runners.base import Process
-from runners.slurm import ray_processes, render_sbatch, render_steps_sbatch, shell_join, shell_word
+from runners.shell import shell_join, shell_word
+from runners.slurm import ray_processes, render_sbatch, render_steps_sbatch
 from tests.runners.stub_job import run_stub_job
 
 
@@ -101,7 +102,7 @@ def test_values_are_quoted_and_secrets_named_only():
     )
     assert "#SBATCH --partition='gpu; rm -rf /'" in text
     assert "export X='a b'\"'\"'c'" in text
-    assert "export P=\"${RUN_DIR}\"'/logs/x y'" in text
+    assert 'export P="${RUN_DIR}/logs/x y"' in text
     assert '[[ -n "${HF_TOKEN:-}" ]]' in text and "HF_TOKEN=" not in text
     assert "pkill" not in text
 
@@ -110,10 +111,14 @@ def test_render_is_deterministic():
     assert _render() == _render()
 
 
-def test_shell_word_keeps_run_dir_expandable():
-    assert shell_word("{run_dir}/logs/a.jsonl") == '"${RUN_DIR}"/logs/a.jsonl'
-    assert shell_word("x={run_dir}") == 'x="${RUN_DIR}"'
+def test_shell_word_keeps_only_the_suites_references_expandable():
+    assert shell_word("{run_dir}/logs/a.jsonl") == '"${RUN_DIR}/logs/a.jsonl"'
+    assert shell_word("x={run_dir}") == '"x=${RUN_DIR}"'
     assert shell_join(["a b", "c"]) == "'a b' c"
+    # with a reference: double quotes, every character that acts there escaped
+    assert shell_word("/a:/b$(touch x),${RUN_DIR}") == '"/a:/b\\$(touch x),${RUN_DIR}"'
+    assert shell_word("${HOME}/x") == "'${HOME}/x'"  # not the suite's: literal
+    assert shell_word("${RUN_DIR:-$(touch x)}") == "'${RUN_DIR:-$(touch x)}'"
 
 
 def test_ray_processes_roles_and_ranks():
