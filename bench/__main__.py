@@ -30,6 +30,7 @@ COMMANDS = {
     "plan": ("bench.plan:main", "sweep the generator:trainer split by emulation and recommend one"),
     "report": ("bench.report:main", "comparison report from run directories"),
     "compare": ("bench.compare:main", "what changed between two runs, and whether it is beyond noise"),
+    "nightly": ("bench.nightly:main", "a Slurm schedule: run every framework, compare with the last good run"),
     "reproduce": ("bench.reproduce:main", "recompute published figures"),
     "probe": ("bench.probe:main", "measure a node with plain PyTorch; probe fit / probe check: its hardware profile"),
     "testbed": ("bench.testbed:main", "local multi-node Slurm testbed: up | down | status"),
@@ -54,6 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:  # the user's input is wrong: its line(s), no traceback
         for line in redact_text(str(e)).splitlines():  # it may echo an override that holds a secret
             print(f"error: {line}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as e:  # a full or read-only disk mid-write: one line naming the file, no traceback
+        from bench.outdir import disk_refusal
+
+        if (refusal := disk_refusal(e)) is None:
+            raise
+        print(f"error: {redact_text(str(refusal))}", file=sys.stderr)
         return EXIT_USAGE
 
 

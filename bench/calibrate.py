@@ -2,7 +2,7 @@
 
 Reads RUN_DIR's trace (trace/steps.parquet, trace/rollouts.parquet when present) and the run's
 configuration (manifest `config` / `inferred`, written by `bench ingest`; key=value fills what the
-logs lack, e.g. `hardware=h100_sxm`). Writes a calibration YAML (default RUN_DIR/calibration.yaml)
+logs lack, e.g. `hardware=h100_sxm`). Writes a calibration YAML (default RUN_DIR.calibration.yaml, beside the run: a run directory is written only by its run)
 that `calibration=FILE` applies to any emulate / run / predict command (bench.config.compose).
 Every fitted value carries `fitted_on` (which columns of which run) and its residual; a value the
 run cannot support falls back to its documented default (docs/emulator.md), listed under
@@ -346,21 +346,23 @@ def main(argv: list[str]) -> int:
         "its documented default, with the reason.",
         "RUN_DIR (manifest.json, trace/, metrics.json: a run from bench ingest, run or emulate), conf/ "
         "and the overrides.",
-        "the calibration YAML --out (new; default RUN_DIR/calibration.yaml), applied with "
+        "the calibration YAML --out (new; default RUN_DIR.calibration.yaml, beside the run directory, never "
+        "inside it), applied with "
         "calibration=FILE on bench emulate, run and predict.",
         ["python -m bench calibrate results/opd/verl hardware=h100_sxm --out /tmp/verl-calibration.yaml"],
     )
     ap.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a measured (or emulated) run directory")
-    ap.add_argument("--out", type=Path, help="calibration YAML to write (default RUN_DIR/calibration.yaml)")
+    ap.add_argument("--out", type=Path, help="calibration YAML to write (default RUN_DIR.calibration.yaml)")
     add_overrides(ap, "what the run's manifest lacks, e.g. hardware=h100_sxm")
     args = ap.parse_intermixed_args(argv)
     given = args.overrides
-    out = args.out or args.run_dir / "calibration.yaml"
+    # a run directory is written only by its run: the default sits beside it
+    out = args.out or args.run_dir.parent / f"{args.run_dir.name}.calibration.yaml"
     if args.out is not None:
         from bench.outdir import check_out
 
         check_out(out, "calibrate", is_file=True)
-    elif out.exists():  # the default, beside the run's own files
+    elif out.exists():  # the default, beside the run directory
         raise UsageError(
             f"--out {out}: already exists; a calibration is never overwritten, choose a new --out"
         )

@@ -29,13 +29,11 @@ import numpy as np
 import pandas as pd
 
 from bench.errors import UsageError
-from bench.trace import RunPaths, TraceError, read_manifest, read_steps
+from bench.trace import STEP_PHASES, RunPaths, TraceError, read_manifest, read_steps, step_phases
 
 BOOTSTRAP_RESAMPLES = 2000
 NOISE_LEVEL = 0.95  # central interval of the bootstrap distribution of B - A
 MIN_STEADY_STEPS = 3
-# columns of the step trace that are not phases of a step
-NOT_PHASES = ("t_start_s", "t_end_s", "step_s")
 # what must match for two runs to be one comparison (dotted paths into the manifest's config)
 WORKLOAD_KEYS = (
     "workload.group_size",
@@ -53,6 +51,7 @@ class Run:
     manifest: dict[str, Any]
     metrics: dict[str, Any]
     steady: pd.DataFrame  # steps inside the metrics window
+    phases: pd.DataFrame  # the same steps split into the phases of a step (bench.trace.step_phases)
 
     @property
     def label(self) -> str:
@@ -93,7 +92,7 @@ def load(path: Path) -> Run:
         w = steady_window(steps)
         first, last = w.first, w.last
     steady = steps[(steps["step"] >= first) & (steps["step"] <= last)].reset_index(drop=True)
-    return Run(Path(path), manifest, metrics, steady)
+    return Run(Path(path), manifest, metrics, steady, step_phases(steady))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -112,10 +111,11 @@ class Stat:
     den: str = ""
     per_gpu: bool = False
     power: int = 1
+    of_phases: bool = False  # col is a phase of bench.trace.step_phases, not a trace column
 
     def values(self, run: Run, idx: np.ndarray) -> np.ndarray | None:
         """The statistic on each row of idx (shape resamples x steps); None when the run lacks it."""
-        f = run.steady
+        f = run.phases if self.of_phases else run.steady
         if self.kind == "metric":
             value = run.metrics.get(self.col)
             rate = Stat("ratio", "response_tokens", "step_s")
@@ -181,15 +181,8 @@ FIGURES = {
 
 
 def phase_columns(a: Run, b: Run) -> list[str]:
-    """The phases of a step both traces carry (every `*_s` column that is not a clock or the step)."""
-    return [
-        c
-        for c in a.steady.columns
-        if c.endswith("_s")
-        and c not in NOT_PHASES
-        and c in b.steady.columns
-        and not (a.steady[c].isna().all() and b.steady[c].isna().all())
-    ]
+    """The phases of a step (docs/metrics.md "Phases") either run records, in the report's order."""
+    return [c for c in STEP_PHASES if c in a.phases.columns or c in b.phases.columns]
 
 
 def _compare(name: str, stat: Stat, a: Run, b: Run, rng: np.random.Generator) -> dict[str, Any]:
@@ -264,15 +257,18 @@ def not_comparable(a: Run, b: Run) -> list[str]:
     return out
 
 
+# what each run records of its software and hardware (dotted paths into the manifest, first found wins);
+# launched and emulated runs carry the composed config, ingested ones what the logs gave
 VERSION_KEYS = {
     "framework": ("framework",),
-    "framework version": ("framework_version",),
-    "framework commit": ("framework_commit", "run_info.framework_commit", "inferred.framework_commit"),
-    "inference engine": ("run_info.engine", "inferred.engine", "config.framework.engine"),
-    "training backend": ("run_info.trainer_backend", "inferred.trainer_backend", "config.framework.backend"),
-    "torch": ("run_info.torch", "inferred.versions.torch", "versions.torch"),
-    "CUDA": ("run_info.cuda", "inferred.versions.cuda", "versions.cuda"),
-    "driver": ("run_info.driver", "inferred.versions.driver", "versions.driver"),
+    "framework version": ("framework_version", "config.framework.version"),
+    "framework commit": ("config.framework.commit", "run_info.framework_commit"),
+    "container": ("config.framework.container",),
+    "inference engine": ("run_info.engine", "inferred.engine"),
+    "training backend": ("inferred.trainer_backend", "config.experiment.trainer.sharding"),
+    "torch": ("run_info.torch", "inferred.versions.torch"),
+    "CUDA": ("run_info.cuda", "inferred.versions.cuda"),
+    "driver": ("run_info.driver", "inferred.versions.driver"),
     "GPU": ("inferred.hardware", "config.hardware.name"),
     "mode": ("mode",),
 }
@@ -305,7 +301,9 @@ def compare(a: Run, b: Run, force: bool = False) -> dict[str, Any]:
             f"{a.root} and {b.root} are not comparable ({'; '.join(differs)}); pass --force to compare anyway"
         )
     rng = np.random.default_rng(0)
-    phases = [{"phase": c, **_compare(c, Stat("mean", c), a, b, rng)} for c in phase_columns(a, b)]
+    phases = [
+        {"phase": c, **_compare(c, Stat("mean", c, of_phases=True), a, b, rng)} for c in phase_columns(a, b)
+    ]
     figures = []
     for name, (stat, unit, better, meaning) in FIGURES.items():
         row = {
@@ -330,7 +328,7 @@ def compare(a: Run, b: Run, force: bool = False) -> dict[str, Any]:
 
 def baseline_for(where: Path, new: Run) -> Run:
     """`where` itself when it is a run directory, else the newest completed run under it of the same
-    framework and model as `new` (not `new` itself)."""
+    framework, model and workload as `new` (not `new` itself)."""
     if (where / "manifest.json").exists():
         return load(where)
     found = []
@@ -344,12 +342,12 @@ def baseline_for(where: Path, new: Run) -> Run:
             continue
         if m.get("status") == "completed" and m.get("framework") == new.manifest.get("framework"):
             run = load(root)
-            if model_name(run) == model_name(new):
+            if not not_comparable(run, new):  # same model and workload: a baseline for it
                 found.append((manifest.stat().st_mtime, run))
     if not found:
         raise UsageError(
             f"--baseline {where}: no completed {new.manifest.get('framework')} run of "
-            f"{model_name(new)} there; give a run directory or a results folder holding one"
+            f"{model_name(new)} with this workload there; give a run directory or a results folder holding one"
         )
     return max(found, key=lambda t: t[0])[1]
 

@@ -245,6 +245,7 @@ def _decode_coefs(profile) -> list[float]:
     rates = [_value(profile, "decode", k) for k in ("weight_Bps", "kv_Bps", "flops")]
     return [_v(profile, "decode", "launch_s_per_kernel")] + [1.0 / r if r else 0.0 for r in rates]
 
+
 def _forward_flops(arch: Arch, batch: int, seq: int, params: float) -> float:
     """2 x params x tokens + causal attention (QK^T and PV over half the square)."""
     return 2.0 * params * batch * seq + 2.0 * batch * seq * seq * arch.heads * arch.hd * arch.layers

@@ -381,6 +381,7 @@ def _inferred(facts, model_name, model, evidence, model_src, hw_name, hw_src, hw
             "name": model["name"] if model else None,
             "rule": evidence,
             "source": model_src,
+            **({} if model else {"reason": evidence}),
         },
         "model_evidence": evidence,
         "model_path": _entry(facts.get("model_path"), "model path"),

@@ -46,20 +46,43 @@ def hardware_hbm_gb(name: str) -> float:
 
 # Clues a console log leaves about its GPU: a device name (`NVIDIA H100 80GB HBM3`, as torch,
 # vLLM and nvidia-smi print it) and a device's total memory (verl: `device memory used/total (GB):
-# 17.01/79.14`, torch.cuda.mem_get_info, GiB).
-DEVICE_NAME = re.compile(r"\bNVIDIA (?:GeForce )?[A-Z][\w-]*(?: \d+GB)?(?: (?:HBM\w*|SXM\w*|PCIe|NVL))*")
+# 17.01/79.14`, torch.cuda.mem_get_info, GiB; telemetry's memory.total).
+# a model token holds a digit (H100, A100-SXM4-80GB, GB200, RTX 4090): "NVIDIA Corporation" is no device
+DEVICE_NAME = re.compile(
+    r"\bNVIDIA (?:GeForce )?(?:RTX )?[A-Z]*\d[\w-]*(?: \d+GB)?(?: (?:HBM\w*|SXM\w*|PCIe|NVL))*"
+)
 DEVICE_TOTAL_GB = re.compile(r"device memory used/total \(GB\): [\d.]+/([\d.]+)")
 GIB = 1024**3 / 1e9  # GB per GiB
 MEMORY_TOLERANCE = 0.25  # a device total within 25% of the card's HBM (GiB vs GB, reserved memory)
 MFU_RATIO_LIMIT = 3.0  # native MFU this many times the suite's: the peak it was taken against differs
 
 
-def hardware_clues(log_dir: Path, files: list[Path]) -> dict[str, Any]:
-    """{"device_names": [(name, source)], "device_total_gb": (GB, source) or None} from text logs."""
+def _telemetry_total_gb(log_dir: Path, csvs: list[Path]) -> tuple[float, str] | None:
+    """A device's total memory from a telemetry CSV's memory-total column (nvidia-smi's
+    `memory.total [MiB]`, the suite's `memory_total_mib`), in GB, with its file:line."""
+    from runners.run_config import source
+
+    for path in csvs:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            header, row = f.readline(), f.readline()
+        cols = [c.strip().lower() for c in header.split(",")]
+        at = next((i for i, c in enumerate(cols) if "memory" in c and "total" in c), None)
+        cells = row.split(",")
+        if at is None or at >= len(cells):
+            continue
+        m = re.match(r"\s*([\d.]+)", cells[at])
+        if m:
+            return float(m.group(1)) * 1024**2 / 1e9, source(log_dir, path, 2)
+    return None
+
+
+def hardware_clues(log_dir: Path, files: list[Path], csvs: list[Path] = ()) -> dict[str, Any]:
+    """{"device_names": [(name, source)], "device_total_gb": (GB, source) or None} from text logs
+    and telemetry CSVs (their memory-total column)."""
     from runners.run_config import find_line, head_text, source
 
     names: list[tuple[str, str]] = []
-    total = None
+    total = _telemetry_total_gb(log_dir, list(csvs))
     for path in files:
         text = head_text(path, 8 << 20)
         for m in DEVICE_NAME.finditer(text):
@@ -123,10 +146,13 @@ def hardware_from_logs(
         if conf:
             return conf, f"telemetry: nvidia-smi name {name!r}", ""
         return None, None, f"telemetry GPU {name!r} has no conf/hardware entry"
-    for dev, src in (clues or {}).get("device_names") or []:
+    devices = (clues or {}).get("device_names") or []
+    for dev, src in devices:
         conf = hardware_from_name(dev)
         if conf:
             return conf, f"{src}: device {dev!r}", ""
+    if devices:
+        dev, src = devices[0]
         return None, None, f"the logs name device {dev!r} ({src}), which has no conf/hardware entry"
     for m in (log_dir / "manifest.json", log_dir.parent / "manifest.json"):
         if m.is_file():

@@ -185,19 +185,19 @@ def _suite_mfu(config: dict[str, Any], inferred: dict[str, Any], steps: list[dic
     return v if v and math.isfinite(v) else None
 
 
-def steps_logged(steps: list[dict[str, Any]], info: dict[str, Any]) -> int:
-    """How many steps the run got through: the trace's rows, or, when the parser saw step numbers
-    (`first_step`, `last_step`: validation-only records counted, as verl logs its last step's
-    validation without its training metrics on some versions), last - first + 1."""
+def steps_reached(info: dict[str, Any]) -> int | None:
+    """How far the run's step numbers got (`first_step` to `last_step` of the parser's run_info,
+    a validation-only last record included: some verl versions log the final step's validation
+    without its training metrics), None when the parser does not say."""
     first, last = info.get("first_step"), info.get("last_step")
-    if first is None or last is None:
-        return len(steps)
-    return max(len(steps), int(last) - int(first) + 1)
+    return None if first is None or last is None else int(last) - int(first) + 1
 
 
-def run_status(n_steps: int, total: int | None, end: log_end.LogEnd) -> tuple[str, dict[str, Any] | None]:
+def run_status(
+    n_steps: int, total: int | None, end: log_end.LogEnd, reached: int | None = None
+) -> tuple[str, dict[str, Any] | None]:
     """(status, failure) from the steps kept, the configured step count and how the logs end."""
-    done = total is not None and n_steps >= total
+    done = total is not None and max(n_steps, reached or 0) >= total
     f = end.failure
     if f is None and end.cut_files and not done:
         return ("partial" if n_steps else "failed"), {
@@ -313,7 +313,7 @@ def ingest_read(
     csvs, gpu_left, window = gpu_csvs(logs), [], run_window(logs, None)
     if window:  # the harness's window: known before parsing
         csvs, gpu_left = own_gpu_csvs(logs, csvs, window)
-    clues = infer_hardware.hardware_clues(logs, files)
+    clues = infer_hardware.hardware_clues(logs, files, [p for p, _ in csvs])
     hardware = infer_hardware.hardware_from_logs(logs, gpu_names(csvs), clues)
     result = _runner(cfg, overrides, hardware[0]).parse_logs(logs)
     end = log_end.scan(logs, files)
@@ -348,7 +348,7 @@ def ingest_read(
     found, src = attempts.scan(logs, result.files, importlib.import_module(f"runners.{fw}_logs").STEP_STREAMS)
     tried = attempts.summary(found, src, result.run_info.get("t0_unix_s"), *ingest_gpus(inferred))
     total = inferred["total_steps"]["value"]  # logged, else workload.steps=N given
-    status, failure = run_status(steps_logged(result.steps, result.run_info), total, end)
+    status, failure = run_status(len(result.steps), total, end, steps_reached(result.run_info))
     wall = wall_window(logs, result.steps, result.run_info)
     paths = RunPaths(run_dir).make()
     if result.steps:

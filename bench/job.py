@@ -122,7 +122,8 @@ class BenchJob(submitit.helpers.Checkpointable):
 
 
 class Terminated(BaseException):  # noqa: N818 - it is what happened, not an error of ours
-    """SIGTERM arrived: Slurm is ending the job (scancel, preemption, time limit).
+    """SIGTERM arrived: Slurm ending the job (scancel, preemption, time limit), or, outside Slurm,
+    whoever started the process (the reason then says so).
 
     A BaseException, like KeyboardInterrupt: an `except Exception` anywhere in the emulator or a
     library must not swallow it and let the run go on to report itself completed."""

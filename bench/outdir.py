@@ -64,13 +64,14 @@ def check_out(out: Path | str, command: str, *, is_file: bool = False, replace_o
         )
     if full.exists():
         _check_existing(out, full, command, is_file, replace_own)
-    base = full if full.is_dir() else next(p for p in full.parents if p.exists())
-    reason = _unwritable(base)
-    if reason is not None:
-        raise UsageError(
-            f"--out {out}: {base} is not writable ({os.strerror(reason)}); choose a --out on a "
-            "writable filesystem"
-        )
+    # where --out is created (or, staged, renamed into place), and --out itself when it exists
+    for base in (next(p for p in full.parents if p.exists()), *([full] if full.is_dir() else [])):
+        reason = _unwritable(base)
+        if reason is not None:
+            raise UsageError(
+                f"--out {out}: {base} is not writable ({os.strerror(reason)}); choose a --out on a "
+                "writable filesystem"
+            )
     return out
 
 
@@ -113,6 +114,18 @@ def os_refusal(out: Path | str, e: OSError, kept: bool = True) -> UsageError:
     why = os.strerror(e.errno) if e.errno else str(e)
     then = "nothing was changed there" if kept else "what it holds may be partial (a run: marked failed)"
     return UsageError(f"--out {out}: cannot write ({why}); {then}, choose another --out")
+
+
+DISK_ERRNOS = (errno.ENOSPC, errno.EROFS, errno.EDQUOT)  # the disk refused, not the program
+
+
+def disk_refusal(e: OSError) -> UsageError | None:
+    """The one line for a full or read-only disk met mid-write by any command (bench/__main__.py's
+    last resort, where no --out is known), naming the file; None for any other OSError (a bug)."""
+    if e.errno not in DISK_ERRNOS:
+        return None
+    where = e.filename or "a file"
+    return UsageError(f"{where}: cannot write ({os.strerror(e.errno)}); free space or write elsewhere")
 
 
 @contextlib.contextmanager

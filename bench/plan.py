@@ -41,6 +41,7 @@ import pandas as pd
 
 from bench.cli import counted
 from bench.errors import UsageError
+from bench.outdir import check_out
 from bench.plan_page import KNOBS, USEFUL, knob, print_table, write_page
 from bench.resolve import placement_of
 
@@ -187,14 +188,18 @@ def useful_cost(cost: float | None, zero_adv: float | None, steps: pd.DataFrame)
 
 
 def emulate_all(cfg: Any, items: list[tuple[int, int, int, float, int]], jobs: int = JOBS) -> pd.DataFrame:
-    """emulate_point over items, spread over `jobs` forked workers (1: in this process)."""
+    """emulate_point over items, spread over `jobs` forked workers (1: in this process). Every split
+    is emulated at the same seeds, so each process draws a seed's rollouts once (draws.shared)."""
+    from bench.emulator.draws import shared
+
     global _BASE, _WORK
     _BASE, _WORK = cfg, None
     try:
-        if jobs <= 1 or len(items) <= 1 or "fork" not in mp.get_all_start_methods():
-            return pd.DataFrame([emulate_point(i) for i in items])
-        with ProcessPoolExecutor(min(jobs, len(items)), mp_context=mp.get_context("fork")) as pool:
-            return pd.DataFrame(list(pool.map(emulate_point, items)))
+        with shared():
+            if jobs <= 1 or len(items) <= 1 or "fork" not in mp.get_all_start_methods():
+                return pd.DataFrame([emulate_point(i) for i in items])
+            with ProcessPoolExecutor(min(jobs, len(items)), mp_context=mp.get_context("fork")) as pool:
+                return pd.DataFrame(list(pool.map(emulate_point, items)))
     finally:
         _BASE = _WORK = None
 
@@ -570,11 +575,7 @@ def main(argv: list[str]) -> int:
     args.from_dir = Path(dirs[0]) if dirs else None
     if args.from_dir is not None and any(g.startswith("experiment=") for g in given):
         raise UsageError("give one of experiment=X and RUN_DIR, not both")
-    out = args.out
-    if out is not None:
-        from bench.outdir import check_out
-
-        check_out(out, "plan")
+    out = args.out and check_out(args.out, "plan")  # None: the default directory, new by its UTC stamp
     probe = out or Path(rundir.REPO / "results" / "plan-probe-never-written")
     s = setup(args.from_dir, given, probe)
     if args.cluster:
@@ -592,12 +593,7 @@ def main(argv: list[str]) -> int:
     if out is None:
         stamp = rundir.now_iso().replace(":", "").replace("-", "")
         out = rundir.REPO / s.cfg.results_dir / str(s.cfg.experiment.name) / f"plan-{stamp}"
-    try:
-        html, _ = write_page(p, to_json(p), out)
-    except OSError as e:  # a full or read-only disk: one line naming --out
-        from bench.outdir import os_refusal
-
-        raise os_refusal(out, e, kept=False) from None
+    html, _ = write_page(p, to_json(p), out)
     if args.json:
         print(json.dumps(to_json(p), indent=1))
     else:

@@ -216,20 +216,22 @@ def finish(
     metrics.json exactly once from the trace, then write the final status last, so whoever waits
     on the status finds metrics.json. A run whose metrics cannot be computed is not completed: it
     ends partial (its trace is kept) with the error as its reason. `status` names the end when it
-    is not the run's own (cancelled by its driver). Returns the final status."""
-    from bench.metrics import compute
-
+    is not the run's own (cancelled by its driver); a run that did not complete keeps its own
+    reason, with the metrics error after it. Returns the final status."""
     manifest = {**(extra or {}), **read_manifest(paths)}
     steps = steps_traced(paths)
     status = status or final_status(steps, ok)
     if steps:
         write_manifest(paths, manifest)  # metrics read the stage's keys (wall_s, resources, config)
-        try:
+        try:  # the import too: a signal that broke pandas' import must not stop the run being ended
+            from bench.metrics import compute
+
             write_json(paths.metrics, {**compute(paths.root), "status": status})
         except Exception as e:  # noqa: BLE001 - any failure here is the run's, recorded, not raised
+            error = f"metrics.json could not be computed: {type(e).__name__}: {e}"
+            reason = error if status == "completed" or not reason else f"{reason}; {error}"
             status = "partial" if status == "completed" else status
-            reason = f"metrics.json could not be computed: {type(e).__name__}: {e}"
-            (paths.logs / "metrics-error.txt").write_text(redact_text(reason) + "\n")
+            (paths.logs / "metrics-error.txt").write_text(redact_text(error) + "\n")
     manifest["status"] = status
     if reason:
         manifest["reason"] = reason
@@ -313,10 +315,10 @@ def shown(paths: RunPaths, manifest: dict[str, Any]) -> dict[str, Any]:
     """The manifest as `bench status` and the report show it: a `running` run whose owner process
     on this host is gone (or is another process now) is `lost` (see `lost`). A run handed to Slurm
     is Slurm's to judge (bench.monitor.reconcile asks it), not the submitting process's."""
-    record = manifest.get("owner")
-    slurm = manifest.get("dispatch", {}).get("slurm_job_id") or (record or {}).get("slurm_job_id")
-    if manifest.get("status") != "running" or slurm:
-        return manifest
+    record, dispatch = manifest.get("owner"), manifest.get("dispatch", {})
+    slurm = dispatch.get("slurm_job_id") or (record or {}).get("slurm_job_id")
+    if manifest.get("status") != "running" or slurm or dispatch.get("state") == "DRY_RUN":
+        return manifest  # a dry run was never meant to run: nobody lost it
     why = owner_gone(record)
     return manifest if why is None else lost(paths, manifest, why)
 

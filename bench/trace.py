@@ -46,7 +46,7 @@ STEP_FIELDS: list[tuple[str, pa.DataType]] = [
     ("ref_s", F64),  # reference-policy log-prob pass (part of logprob_s)
     ("old_logprob_s", F64),  # old-policy log-prob and critic value passes (part of logprob_s)
     ("adv_s", F64),  # advantage computation
-    ("handoff_s", F64),  # colocated hand-off: trainer state offloaded / engine woken, outside sync_s
+    ("handoff_s", F64),  # colocated hand-off (trainer offloaded, engines woken), timed inside wait_s
     ("checkpoint_s", F64),  # checkpoint save inside the step
     ("validation_s", F64),  # validation (test-set generation and scoring) inside the step
     ("data_s", F64),  # data loading
@@ -72,8 +72,9 @@ STEP_SCHEMA = pa.schema(STEP_FIELDS)
 
 # The phases of a trainer step: disjoint parts of step_s (s), in the order the report draws them.
 # wait_s is the generation phase of a colocated run (the trainer's own GPUs generate) and waiting for
-# rollouts in a disaggregated one; logprob_s counts only where a writer does not split it into
-# ref_s + old_logprob_s. unattributed_s closes the sum: step_s = the sum of the phases (docs/metrics.md).
+# rollouts in a disaggregated one, less handoff_s (timed inside it); logprob_s counts only where a
+# writer does not split it into ref_s + old_logprob_s. unattributed_s closes the sum: step_s = the
+# sum of the phases (docs/metrics.md "Phases").
 STEP_PHASES = (
     "wait_s",
     "score_s",
@@ -95,7 +96,8 @@ def step_phases(steps: Any) -> Any:
     """Per step, the seconds of each STEP_PHASES phase (a DataFrame, one column per phase present).
 
     The one place the step is split: logprob_s counts only on rows without ref_s / old_logprob_s (it
-    is their sum there), and unattributed_s, when a writer left it null, is step_s minus the other
+    is their sum there), the wait phase is wait_s less handoff_s (the hand-off is timed inside the
+    wait), and unattributed_s, when a writer left it null, is step_s minus the other
     phases (null without step_s). A negative unattributed_s means timers overlap (a phase timed
     inside another), kept as it is so the sum still equals step_s.
     """
@@ -106,6 +108,8 @@ def step_phases(steps: Any) -> Any:
     for col in STEP_PHASES[:-1]:
         if col in df.columns and df[col].notna().any():
             out[col] = pd.to_numeric(df[col], errors="coerce")
+    if "handoff_s" in out.columns and "wait_s" in out.columns:
+        out["wait_s"] = out["wait_s"] - out["handoff_s"].fillna(0)
     if "logprob_s" in out.columns:
         split = [c for c in ("ref_s", "old_logprob_s") if c in out.columns]
         if split:
@@ -222,6 +226,10 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
     try:
         yield tmp_path
         os.replace(tmp_path, path)
+    except OSError as e:  # a write error names no file (disk full): name the one being written
+        if e.filename is None and e.errno:
+            raise OSError(e.errno, os.strerror(e.errno), str(path)) from e
+        raise
     finally:
         tmp_path.unlink(missing_ok=True)
 
@@ -344,14 +352,26 @@ def _check_status(table: pa.Table, path: Path | str) -> None:
         raise TraceError(f"{path}: column 'status' has {sorted(bad)}; expected one of {ROLLOUT_STATUSES}")
 
 
+# Step columns added after the first trace layout: a trace written before them lacks them, and reads
+# them as null (unknown, never zero), so the runs a user already has stay readable.
+LATER_STEP_COLUMNS = frozenset(
+    {"gen_score_s", "ref_s", "old_logprob_s", "adv_s", "handoff_s", "checkpoint_s", "validation_s", "data_s",
+     "unattributed_s", "attempt"}
+)  # fmt: skip
+
+
 def _read(path: Path | str, schema: pa.Schema, allow_native: bool, columns: list[str] | None = None):
     path = Path(path)
     if not path.exists():
         raise TraceError(f"{path}: missing")
     actual = pq.read_schema(path)
+    later = LATER_STEP_COLUMNS if schema is STEP_SCHEMA else frozenset()
+    absent = [f for f in schema if f.name not in actual.names and f.name in later]
     for f in schema:
-        if f.name not in actual.names:
+        if f.name not in actual.names and f.name not in later:
             raise TraceError(f"{path}: column {f.name!r} missing (type {f.type} expected)")
+        if f.name not in actual.names:
+            continue
         got = actual.field(f.name).type
         if got != f.type and not (pa.types.is_null(got)):
             raise TraceError(f"{path}: column {f.name!r} has type {got}; expected {f.type}")
@@ -361,7 +381,12 @@ def _read(path: Path | str, schema: pa.Schema, allow_native: bool, columns: list
             raise TraceError(f"{path}: unexpected column {n!r}")
         if not pa.types.is_floating(actual.field(n).type):
             raise TraceError(f"{path}: column {n!r} has type {actual.field(n).type}; expected double")
-    return pq.read_table(path, columns=columns).to_pandas()
+    present = None if columns is None else [c for c in columns if c in actual.names]
+    table = pq.read_table(path, columns=present)
+    for f in absent:
+        if columns is None or f.name in columns:
+            table = table.append_column(f.name, pa.nulls(len(table), f.type))
+    return table.to_pandas()
 
 
 def read_steps(path: Path | str, columns: list[str] | None = None):

@@ -126,6 +126,12 @@ def clean_line_bytes(line: bytes) -> bytes:
     return RAY_PREFIX_BYTES.sub(b"", line, count=1)
 
 
+def cr_only(block: bytes) -> bool:
+    """Whether a file's first block ends its lines with bare CR only (no LF at all): the parsers
+    then read its CRs as line ends (records), while `grep -n` numbers the whole file as line 1."""
+    return b"\n" not in block and b"\r" in block
+
+
 def clean_text(text: str) -> str:
     """clean_line on every line of a block of text (line ends kept)."""
     return "".join(clean_line(ln) for ln in text.splitlines(keepends=True))

@@ -97,7 +97,7 @@ def _tail_lines(path: Path) -> tuple[list[str], list[int], bool]:
         cut = raw.find(b"\n") + 1  # drop the partial first line of the tail
         raw, first_line = raw[cut:], first_line + 1
     stripped = raw.rstrip(b"\0")
-    cut_off = bool(stripped) and (not stripped.endswith(b"\n") or len(stripped) < len(raw))
+    cut_off = bool(stripped) and (not stripped.endswith((b"\n", b"\r")) or len(stripped) < len(raw))
     text = stripped.replace(b"\0", b"").replace(b"\r\n", b"\n").decode("utf-8", "replace")
     records: list[str] = []
     numbers: list[int] = []

@@ -30,6 +30,7 @@ import numpy as np
 
 from bench.trace import read_env_file
 from runners.attempts import Stream
+from runners.base import cr_only
 from runners.prime_rl_columns import NAN, StepRows, StepTable, overlay, union
 from runners.prime_rl_traces import check_against_steps, parse_traces
 
@@ -336,9 +337,13 @@ def read_file(path: Path, acc: LogParse) -> None:
                     if line.strip():
                         acc.metrics_line(line)
             else:
-                tail = b""
+                tail, cr = b"", None
                 while True:
                     block = f.read(BLOCK)
+                    if cr is None:
+                        cr = cr_only(block)
+                    if cr:  # a log with CR line ends only: its CRs end its records
+                        block = block.replace(b"\r", b"\n")
                     data = tail + block
                     cut = len(data) if not block else data.rfind(b"\n") + 1
                     _scan(data, acc, cut)  # bounded, not sliced: no copy of the block

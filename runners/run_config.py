@@ -147,7 +147,9 @@ def find_line(text: str, pattern: str, flags: int = re.M) -> tuple[re.Match | No
 
 # `huggingface-cli download Org/Name --local-dir /root/models/Name` (also `hf download`): the hub
 # id of a model the run then loads from a local path
-HUB_DOWNLOAD = re.compile(r"\b(?:huggingface-cli|hf) download\s+([\w.-]+/[\w.-]+)\b[^\n]*?--local[-_]dir[ =]['\"]?([^\s'\"]+)")
+HUB_DOWNLOAD = re.compile(
+    r"\b(?:huggingface-cli|hf) download\s+([\w.-]+/[\w.-]+)\b[^\n]*?--local[-_]dir[ =]['\"]?([^\s'\"]+)"
+)
 
 
 def hub_id_of(facts: Facts, log_dir: Path, model_path: str) -> None:

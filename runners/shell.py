@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 RUN_DIR_PLACEHOLDER = "{run_dir}"
@@ -92,17 +92,15 @@ def _header_problem(key: str, text: str) -> str:
 
 
 def string_values(prefix: str, node: Any) -> Iterable[tuple[str, str]]:
-    """(key, value) for every string under a config node (lists as key[i])."""
-    if isinstance(node, Mapping) or hasattr(node, "items"):
+    """(key, value) for every string under a config node (dicts as key.sub, lists as key[i])."""
+    if hasattr(node, "items"):
         for k, v in node.items():
             yield from string_values(f"{prefix}.{k}", v)
-    elif isinstance(node, (list, tuple)) or (
-        hasattr(node, "__iter__") and not isinstance(node, (str, bytes))
-    ):
-        for i, v in enumerate(node):
-            yield from string_values(f"{prefix}[{i}]", v)
     elif isinstance(node, str):
         yield prefix, node
+    elif hasattr(node, "__iter__") and not isinstance(node, bytes):
+        for i, v in enumerate(node):
+            yield from string_values(f"{prefix}[{i}]", v)
 
 
 def script_value_problems(cfg: Any) -> list[str]:

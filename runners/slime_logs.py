@@ -33,6 +33,7 @@ from sys import intern
 from typing import Any
 
 from runners.attempts import Stream
+from runners.base import cr_only
 
 # The record anchor `<kind> <id>: {` is found with bytes.find; these regexes then run on one short
 # prefix, so the scan stays in C for the (many) lines that are not records.
@@ -272,8 +273,12 @@ def scan(paths: list[Path], block: int = 8 << 20) -> LogState:
     state = LogState()
     for path in paths:
         with path.open("rb") as fh:
-            carry, first = b"", True
+            carry, first, cr = b"", True, None
             while chunk := fh.read(block):
+                if cr is None:
+                    cr = cr_only(chunk)
+                if cr:  # a log with CR line ends only: its CRs end its records
+                    chunk = chunk.replace(b"\r", b"\n")
                 buf = carry + chunk
                 cut = buf.rfind(b"\n") + 1
                 if cut == 0 and len(buf) < 4 * block:
@@ -404,9 +409,9 @@ def _step_row(state: LogState, k: int, sh: _Shape, peak_flops: float | None, t0:
         "ref_s": _num(tp, "perf/ref_log_probs_time"),
         "old_logprob_s": _num(tp, "perf/log_probs_time"),
         "data_s": _num(tp, "perf/data_preprocess_time"),
-        # the colocated hand-off (offload the trainer, wake the engines) is timed inside
-        # perf/train_wait_time, so it stays in wait_s; kept here as its "of which"
-        "native_handoff_in_wait_s": _sum(tp, ("perf/sleep_time", "perf/wake_up_time")),
+        # the colocated hand-off (offload the trainer, wake the engines): inside perf/train_wait_time,
+        # as handoff_s is inside wait_s (bench.trace.step_phases)
+        "handoff_s": _sum(tp, ("perf/sleep_time", "perf/wake_up_time")),
         "samples": sh.samples if tp else None,
         "prompts": sh.prompts if tp else None,
         "reward_mean": _num(tr, "rollout/raw_reward"),

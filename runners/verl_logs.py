@@ -191,14 +191,21 @@ def scan_console(path: Path, scan: _Scan) -> int:
 
 def _scan_block(buf: bytes, scan: _Scan) -> int:
     found, pos, size = 0, 0, len(buf)
+    has_lf = b"\n" in buf
     while True:
         i = buf.find(b"step:", pos)
         if i < 0:
             return found
-        start = max(buf.rfind(b"\n", 0, i), buf.rfind(b"\r", 0, i)) + 1
-        ends = [e for e in (buf.find(b"\n", i), buf.find(b"\r", i)) if e >= 0]
-        complete = bool(ends)
-        end = min(ends) if ends else size
+        # a record ends at LF or at a bare CR inside the line (both searched within the line only)
+        line_start = buf.rfind(b"\n", 0, i) + 1
+        start = max(line_start, buf.rfind(b"\r", line_start, i) + 1)
+        end = buf.find(b"\n", i) if has_lf else -1  # a CR-only log: no LF to look for
+        complete = end >= 0
+        if not complete:
+            end = size
+        cr = buf.find(b"\r", i, end)
+        if cr >= 0:
+            end, complete = cr, True
         pos = end + 1
         m = PREFIX_BRE.fullmatch(buf, start, i)
         if m is None:

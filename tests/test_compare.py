@@ -55,7 +55,8 @@ def test_a_run_against_its_own_copy_changes_nothing(runs, tmp_path):
     rows = result["phases"] + result["figures"]
     assert {r.get("phase") or r.get("figure") for r in rows} >= {
         "step_s",
-        "gen_s",
+        "wait_s",
+        "compute_s",
         "trainer_idle_frac",
         "mfu",
     }

@@ -5,6 +5,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bench.trace import (
+    LATER_STEP_COLUMNS,
     ROLLOUT_SCHEMA,
     RolloutWriter,
     RunPaths,
@@ -39,6 +40,18 @@ def test_reader_names_offending_column(tmp_path):
     pq.write_table(pa.table({"step": [1]}), tmp_path / "t.parquet")
     with pytest.raises(TraceError, match="column 't_start_s' missing"):
         read_steps(tmp_path / "t.parquet")
+
+
+def test_a_trace_from_before_the_phase_columns_reads_them_as_unknown(tmp_path):
+    """A run directory written before a column was added stays readable: the column is null, not 0."""
+    write_steps(tmp_path / "s.parquet", [{"step": 1, "step_s": 9.0, "gen_s": 4.0, "compute_s": 5.0}])
+    table = pq.read_table(tmp_path / "s.parquet")
+    old = table.drop_columns(sorted(LATER_STEP_COLUMNS))
+    pq.write_table(old, tmp_path / "old.parquet")
+    df = read_steps(tmp_path / "old.parquet")
+    assert list(df.columns) == [*old.column_names, *[c for c in table.column_names if c in LATER_STEP_COLUMNS]]
+    assert df.loc[0, "gen_s"] == 4.0 and df[sorted(LATER_STEP_COLUMNS)].isna().all().all()
+    assert read_steps(tmp_path / "old.parquet", columns=["step", "checkpoint_s"])["checkpoint_s"].isna().all()
 
 
 def test_rollout_status_is_checked(tmp_path):

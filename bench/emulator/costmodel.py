@@ -1,12 +1,15 @@
 """Hardware cost model of the emulator: generator engines (KV capacity, decode roofline, prefill)
 and the trainer (step compute, log-prob passes, weight sync). Pure functions of the composed config.
 
-Units: seconds, tokens, bytes, FLOPs, FLOP/s. Every efficiency is an input from `cfg.emulator`
-(docs/emulator.md gives each default and its source); nothing here is fitted.
+Units: seconds, tokens, bytes, FLOPs, FLOP/s. Two sources of physics (docs/emulator.md, "Hardware
+profile"): the datasheet (conf/hardware) times the efficiencies of `cfg.emulator`, or, when the config
+names a measured hardware profile (`hardware_profile=FILE`, `hardware.profile`), bench.hwprofile's
+fitted forms, which this module calls and never restates. Nothing here is fitted.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -14,8 +17,8 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
-from bench import flops
-from bench.resolve import Resolved
+from bench import flops, hwprofile
+from bench.resolve import Resolved, _trainer_state_bytes
 
 
 def plain_model(model: Any) -> SimpleNamespace:
@@ -42,14 +45,21 @@ class EngineModel:
     active_params: float
     bw: float  # achieved HBM bandwidth of the engine (bytes/s)
     compute: float  # achieved compute of the engine in prefill/decode (FLOP/s)
-    floor_s: float = 0.0  # shortest decode iteration (s): kernel launches, scheduling, sampling
+    # shortest decode iteration (s): the engine's launches, scheduling and sampling (a framework cost;
+    # with a profile, whose launch term is measured, a floor on it, never added)
+    floor_s: float = 0.0
+    profile: dict[str, Any] | None = None  # measured hardware profile (bench.hwprofile); None: datasheet
+    arch: hwprofile.Arch | None = None  # the model's shape as the profile's forms read it
+    tied_head_bytes: float = 0.0  # a tied LM head: read every step (only the profile path counts it)
 
     def decode_step_s(self, batch: np.ndarray | float, live_len: float) -> np.ndarray:
         """Seconds per decode step for `batch` sequences of mean live context `live_len` tokens.
 
-        Roofline: bytes read (dense weights + expected distinct experts touched + KV) over bandwidth,
-        or 2 x active params x batch over compute when batches are large; never below the engine's
-        floor, the per-iteration latency that bounds a small batch (then generation takes the longest
+        Bytes read: dense weights + expected distinct experts touched + KV. Datasheet: a roofline,
+        bytes over bandwidth or 2 x active params x batch over compute when batches are large. With a
+        profile: hwprofile.decode_s on each of the engine's GPUs (bytes, KV heads and FLOPs split over
+        them, the launch term per iteration). Either way never below the engine's floor, the
+        framework's per-iteration latency that bounds a small batch (then generation takes the longest
         sequence x the floor, whatever the bandwidth).
         """
         b = np.asarray(batch, dtype=np.float64)
@@ -58,13 +68,24 @@ class EngineModel:
             # expected distinct experts touched per MoE layer by b tokens x top_k picks
             hit = 1.0 - (1.0 - self.top_k / self.routed_experts) ** b
             experts = self.moe_layers * self.routed_experts * hit * self.expert_bytes
-        mem = (self.dense_bytes + experts + b * live_len * self.kv_bytes_per_token) / self.bw
+        kv = b * live_len * self.kv_bytes_per_token
+        if self.profile is not None:
+            weights = self.dense_bytes + self.tied_head_bytes + experts
+            step = hwprofile.decode_s(
+                self.profile, self.arch, b, live_len, weights, kv, 2.0 * self.active_params * b, self.gpus
+            )
+            return np.maximum(step, self.floor_s)
+        mem = (self.dense_bytes + experts + kv) / self.bw
         comp = 2.0 * self.active_params * b / self.compute
         return np.maximum(np.maximum(mem, comp), self.floor_s)
 
     def prefill_s(self, tokens: np.ndarray | float) -> np.ndarray:
-        """Compute-bound prefill time (s) of `tokens` prompt tokens on this engine."""
-        return 2.0 * self.active_params * np.asarray(tokens, dtype=np.float64) / self.compute
+        """Prefill time (s) of `tokens` prompt tokens on this engine: compute-bound at the datasheet's
+        achieved rate, or hwprofile.prefill_s (one sequence, FLOPs split over the engine's GPUs)."""
+        t = np.asarray(tokens, dtype=np.float64)
+        if self.profile is not None:
+            return hwprofile.prefill_s(self.profile, self.arch, 1, t, self.active_params, self.gpus)
+        return 2.0 * self.active_params * t / self.compute
 
     def concurrency(self, cap: int, seq_len: float) -> int:
         """Rollouts in flight on the engine: min(configured cap, KV tokens / mean sequence length)."""
@@ -83,6 +104,7 @@ def engine_model(cfg: Any, r: Resolved) -> EngineModel:
     expert_bytes = 3.0 * m.hidden * m.ffn_expert * dt
     routed_total = moe_layers * m.routed_experts * expert_bytes
     dense_bytes = weight_bytes - routed_total - m.vocab * m.hidden * dt  # embedding lookup reads one row
+    measured = hwprofile.for_config(cfg)
     if r.kv_tokens_per_engine <= 0:
         raise ValueError(
             f"experiment.generator: {gpus} x {hw.name} ({hw.hbm_gb} GB, gpu_memory_utilization "
@@ -103,15 +125,34 @@ def engine_model(cfg: Any, r: Resolved) -> EngineModel:
         bw=gpus * hw.hbm_tbps * 1e12 * em.decode_bw_eff,
         compute=gpus * hw.peak_bf16_flops * em.prefill_mfu,
         floor_s=float(em.decode_step_floor_s),
+        profile=measured[0] if measured else None,
+        arch=arch_of(m),
+        tied_head_bytes=m.vocab * m.hidden * dt if m.tied_embeddings else 0.0,
+    )
+
+
+def arch_of(m: SimpleNamespace) -> hwprofile.Arch:
+    """The model's shape as bench.hwprofile's forms read it (layers, widths, heads; an MoE model's
+    expert width as `ffn`: the forms take its bytes and FLOPs from the emulator, not from the shape)."""
+    return hwprofile.Arch(
+        layers=int(m.layers),
+        hidden=int(m.hidden),
+        heads=int(m.q_heads),
+        kv=int(m.kv_heads),
+        hd=int(m.head_dim),
+        ffn=int(m.ffn_dense or m.ffn_expert),
+        vocab=int(m.vocab),
+        tied=bool(m.tied_embeddings),
     )
 
 
 @dataclass(frozen=True)
 class TrainerModel:
-    """Trainer step costs: FLOPs of the step's tokens over achieved FLOP/s, plus fixed costs."""
+    """Trainer step costs: FLOPs of the step's tokens over achieved FLOP/s (datasheet) or through
+    hwprofile's eager forms (a measured profile), plus fixed costs."""
 
-    flop_rate: float  # achieved FLOP/s of the whole trainer pool
-    optimizer_s: float
+    flop_rate: float  # achieved FLOP/s of the whole trainer pool (datasheet path)
+    optimizer_s: float  # per step: emulator.optimizer_s, or hwprofile.optimizer_s of one GPU's shard
     logprob_passes: int
     sync_s: float  # weight sync trainer -> generator per update (s)
     seq_grid: np.ndarray  # sequence lengths (tokens) where FLOPs/token is tabulated
@@ -120,6 +161,10 @@ class TrainerModel:
     bin_tokens: int = 0  # micro-batch length (tokens) of a framework that pads to DP; 0: none
     handoff_s: float = 0.0  # colocated rollout <-> train hand-off per step (s); engines stay paused
     handoff_in_sync: bool = True  # the framework's own timers count the hand-off in sync_s (else in wait_s)
+    profile: dict[str, Any] | None = None  # measured hardware profile (bench.hwprofile); None: datasheet
+    arch: hwprofile.Arch | None = None  # the model's shape as the profile's forms read it
+    gpus: int = 1  # trainer GPUs: the step's FLOPs split over them
+    micro_batch_tokens: int = 0  # tokens per GPU per micro-batch: each micro-batch launches every layer
 
     @property
     def sync_phase_s(self) -> float:
@@ -139,11 +184,19 @@ class TrainerModel:
         """(logprob_s, compute_s) of one step on sequences of `seq_lens` tokens.
 
         compute_s = fwd+bwd FLOPs / achieved FLOP/s + optimizer_s; each log-prob pass is a forward
-        (one third of fwd+bwd) at the same efficiency.
+        (one third of fwd+bwd) at the same efficiency. With a profile, the same FLOPs per GPU through
+        hwprofile.eager_s ("train" for fwd+bwd, "prefill" for a forward), each rank launching every
+        layer once per micro-batch of its share of the step's tokens.
         """
         work = self.seq_flops(seq_lens)
         # a framework that pads its micro-batch count to the DP size pays for the busiest rank
         f = dp_padded_work(work, seq_lens, self.bin_tokens, self.dp) if self.bin_tokens else float(work.sum())
+        if self.profile is not None:
+            tokens = float(np.sum(seq_lens)) / self.dp
+            passes = max(1, math.ceil(tokens / self.micro_batch_tokens)) if self.micro_batch_tokens else 1
+            forward = hwprofile.eager_s(self.profile, self.arch, "prefill", f / 3.0, passes, self.gpus)
+            train = hwprofile.eager_s(self.profile, self.arch, "train", f, passes, self.gpus)
+            return self.logprob_passes * forward, train + self.optimizer_s
         return self.logprob_passes * f / 3.0 / self.flop_rate, f / self.flop_rate + self.optimizer_s
 
 
@@ -224,9 +277,13 @@ def trainer_model(cfg: Any, r: Resolved) -> TrainerModel:
     top = int(cfg.workload.max_prompt_len + cfg.workload.max_response_len)
     grid = np.unique(np.geomspace(1, max(top, 2), 96).astype(np.int64))
     fpt = np.array([flops.flops_per_token(m, int(s), "suite") for s in grid])
+    measured = hwprofile.for_config(cfg)
+    profile = measured[0] if measured else None
+    # AdamW over the optimizer state one GPU holds, sharded as the trainer shards it (bench.resolve)
+    optimizer = hwprofile.optimizer_s(profile, _trainer_state_bytes(cfg, 0.0, 1.0)) if profile else None
     return TrainerModel(
         flop_rate=hw.peak_bf16_flops * r.trainer.gpus * em.trainer_mfu,
-        optimizer_s=float(em.optimizer_s),
+        optimizer_s=float(em.optimizer_s) if optimizer is None else optimizer,
         logprob_passes=int(em.logprob_passes_by_framework.get(cfg.framework.name, em.logprob_passes)),
         sync_s=weight_sync_s(cfg, r),
         handoff_s=handoff_s(cfg, r),
@@ -235,7 +292,36 @@ def trainer_model(cfg: Any, r: Resolved) -> TrainerModel:
         fpt_grid=fpt,
         dp=max(1, r.trainer_dp),
         bin_tokens=padding_bin_tokens(cfg),
+        profile=profile,
+        arch=arch_of(m),
+        gpus=max(1, r.trainer.gpus),
+        micro_batch_tokens=int(cfg.experiment.trainer.micro_batch_tokens),
     )
+
+
+# What a measured profile sets, and the emulator inputs it therefore leaves unused (the manifest says so)
+PROFILE_PHYSICS = ["decode", "prefill", "trainer forward and backward", "optimizer"]
+PROFILE_NOT_APPLIED = [
+    "emulator.decode_bw_eff",
+    "emulator.prefill_mfu (generator; teacher scoring keeps it)",
+    "emulator.trainer_mfu",
+    "emulator.optimizer_s",
+]
+PROFILE_DATASHEET = ["weight sync links", "colocated hand-off (hardware.host_gbps)", "teacher scoring"]
+
+
+def hardware_source(cfg: Any) -> str | dict[str, Any]:
+    """The manifest's `emulator.hardware_source`: "datasheet", or the profile (file, the key that set
+    it, device, fitted models) with what it sets, the inputs it leaves unused and what stays datasheet."""
+    measured = hwprofile.for_config(cfg)
+    if measured is None:
+        return hwprofile.DATASHEET
+    return {
+        **measured[1],
+        "physics": PROFILE_PHYSICS,
+        "not_applied": PROFILE_NOT_APPLIED,
+        "datasheet": PROFILE_DATASHEET,
+    }
 
 
 def rate_table(engine: EngineModel, max_batch: int, live_len: float) -> list[float]:

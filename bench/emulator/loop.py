@@ -88,7 +88,9 @@ class Loop:
         self.generator = generator
         self.prompts_per_step, self.steps, self.G = prompts_per_step, steps, draws.group_size
         self.max_concurrency = max(int(max_concurrency), self.G)
-        self.rollouts = Rollouts(self.G)
+        # groups dispatched when every batch fill cancels what is in flight: a batch's groups plus
+        # those in flight, a step (the most common case; a run that needs more grows its columns)
+        self.rollouts = Rollouts(self.G, steps * (prompts_per_step + sched.inflight_groups))
         self.trainer = Trainer(trainer, steps)
         self.version = 0  # policy version of the generator's weights
         self.t = 0.0
@@ -305,21 +307,22 @@ class Loop:
         """Run until the last step's weight sync lands; return the trace columns."""
         self._generate(0.0)
         gen, events, trainer_events, scorer = self.generator, 0, self.trainer.events, self.scorer
+        inf = np.inf
         while not self.done:
             t_gen = gen.next_time()
-            t_score = scorer.next_time() if scorer is not None else np.inf
+            t_score = scorer.next_time() if scorer is not None else inf
             events += 1
-            if trainer_events and trainer_events[0][0] <= min(t_gen, t_score):
+            if trainer_events and trainer_events[0][0] <= (t_gen if t_gen <= t_score else t_score):
                 t, _, kind, step = heapq.heappop(trainer_events)
                 self.t = t
                 if kind == COMPUTE_DONE:
                     self._compute_done(step, t)
                 else:
                     self._synced(step, t)
-            elif t_score <= t_gen and t_score < np.inf:
+            elif t_score <= t_gen and t_score < inf:
                 self.t, groups = scorer.step()
                 self._scored(groups, self.t)
-            elif t_gen < np.inf:
+            elif t_gen < inf:
                 self.t = t_gen
                 finished = gen.step()
                 for g, record in finished:

@@ -46,8 +46,8 @@ GENERATION = {
 class Columns:
     """Equal-length numpy columns that double their capacity when full."""
 
-    def __init__(self, dtypes: dict[str, Any]):
-        self.n, self.cap = 0, 4096
+    def __init__(self, dtypes: dict[str, Any], cap: int = 4096):
+        self.n, self.cap = 0, max(int(cap), 1)
         self.cols = {k: np.zeros(self.cap, dtype=d) for k, d in dtypes.items()}
 
     def add(self, k: int) -> slice:
@@ -71,9 +71,12 @@ class Rollouts:
     """Every drawn rollout (columns) and group (lists, read one group at a time), plus the history of
     resumed segments."""
 
-    def __init__(self, group_size: int):
+    def __init__(self, group_size: int, groups: int = 256):
+        """`groups`: how many groups the run is expected to draw. Rows for them are allocated up
+        front (zeroed pages cost nothing until written), so the columns are not grown and copied
+        ~7 times over a 300-step case-1 run (5% of its time); more groups still fit."""
         self.group_size = group_size
-        self.table = Columns({**GENERATION, **DRAWN, **SEGMENT})
+        self.table = Columns({**GENERATION, **DRAWN, **SEGMENT}, groups * group_size)
         self.history = Columns({"rollout": np.int64, **SEGMENT})
         # per group
         self.version_start: list[int] = []  # policy version its generation started with

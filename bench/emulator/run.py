@@ -105,6 +105,8 @@ def emulate_into(cfg: Any, paths: RunPaths, r: Resolved | None = None) -> dict[s
             "engine_gpus": loop.em.gpus,
             "concurrency_per_engine": result.concurrency,
             "weight_sync_s": loop.tm.sync_s,
+            # whose physics every emulated figure rests on: the datasheet or a measured profile
+            "hardware_source": costmodel.hardware_source(cfg),
             "events": result.events,
             "rollouts": counts,
             "elapsed_s": round(elapsed, 3),
@@ -238,4 +240,10 @@ def _summary(cfg: Any, paths: RunPaths) -> None:
     shown = ", ".join(
         f"{k}={m[k]:.3g}" for k in keys if isinstance(m.get(k), int | float) and math.isfinite(m[k])
     )
-    print(f"[emulated] {cfg.framework.name} {cfg.experiment.name} -> {paths.root} {shown}", file=sys.stderr)
+    from bench.hwprofile import source_label
+
+    hardware = source_label(costmodel.hardware_source(cfg))  # whose physics these figures rest on
+    print(
+        f"[emulated] {cfg.framework.name} {cfg.experiment.name} -> {paths.root} {shown} ({hardware})",
+        file=sys.stderr,
+    )

@@ -105,8 +105,10 @@ class Trainer:
         s = self.current
         batch, n = s.batch, len(s.response_tokens)
         counted = batch.kept + batch.filtered
-        solve_all = [rollouts.solve_all[g] for g in counted]
-        solve_none = [rollouts.solve_none[g] for g in counted]
+        # shares of the counted groups, as Python sums (np.mean of a list converts it first; the
+        # quotient of the same two integers is the same float)
+        solve_all = sum([rollouts.solve_all[g] for g in counted]) / len(counted) if counted else np.nan
+        solve_none = sum([rollouts.solve_none[g] for g in counted]) / len(counted) if counted else np.nan
         row = StepRow(
             step=batch.step,
             t_start_s=self.last_end,
@@ -123,8 +125,8 @@ class Trainer:
             staleness_mean=float(s.staleness.mean()) if n else np.nan,
             staleness_max=float(s.staleness.max()) if n else np.nan,
             reward_mean=float(s.reward.mean()) if n else np.nan,
-            solve_all_frac=float(np.mean(solve_all)) if counted else np.nan,
-            solve_none_frac=float(np.mean(solve_none)) if counted else np.nan,
+            solve_all_frac=solve_all,
+            solve_none_frac=solve_none,
         )
         self.rows.append(row)
         self.current, self.last_end, self.next_step = None, t, batch.step + 1

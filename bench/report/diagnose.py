@@ -35,6 +35,7 @@ LABELS = (
     "scoring-bound",
     "checkpoint-bound",
     "validation-bound",
+    "hand-off-bound",
     "undetermined",
 )
 
@@ -152,30 +153,45 @@ def diagnose(m: Mapping[str, Any], res: Resources) -> Verdict:
     )
 
 
+# Phases outside the trainer/generator split that can decide a run (VC, VV, VH): the evidence key,
+# the label, what the cause sentence calls it, the actions that fit, the rule
+PHASE_RULES = (
+    (
+        "checkpoint_share",
+        "checkpoint-bound",
+        "checkpoint saves",
+        "save less often (a larger save interval, e.g. verl trainer.save_freq), save asynchronously, "
+        "or write checkpoints to faster storage",
+        "VC",
+    ),
+    (
+        "validation_share",
+        "validation-bound",
+        "validation",
+        "validate less often (e.g. verl trainer.test_freq) or on a smaller validation set",
+        "VV",
+    ),
+    (
+        "handoff_share",
+        "hand-off-bound",
+        "the colocated hand-off (offloading the trainer, waking the engines)",
+        "keep the trainer and the engines resident between phases where memory allows, or move to a "
+        "disaggregated placement so no hand-off is needed",
+        "VH",
+    ),
+)
+
+
 def _phase_verdict(m: Mapping[str, Any], deciding: dict[str, float | None]) -> Verdict | None:
-    """VC / VV: checkpoint saves or validation inside the steps take PHASE_HIGH of the window's
-    step time (metrics.json phases): that phase, not a GPU split, decides what the run costs."""
-    ckpt, val = _num(m, "checkpoint_share"), _num(m, "validation_share")
-    if ckpt is not None and ckpt >= PHASE_HIGH and ckpt >= (val or 0.0):
-        deciding["checkpoint save"] = ckpt
-        return Verdict(
-            "checkpoint-bound",
-            deciding,
-            f"checkpoint saves take {_pct(ckpt)} of the steady steps' wall time, time in which no GPU trains or generates",
-            "save less often (a larger save interval, e.g. verl trainer.save_freq), save asynchronously, "
-            "or write checkpoints to faster storage",
-            "VC",
-        )
-    if val is not None and val >= PHASE_HIGH:
-        deciding["validation"] = val
-        return Verdict(
-            "validation-bound",
-            deciding,
-            f"validation takes {_pct(val)} of the steady steps' wall time",
-            "validate less often (e.g. verl trainer.test_freq) or on a smaller validation set",
-            "VV",
-        )
-    return None
+    """VC / VV / VH: checkpoint saves, validation or the colocated hand-off take PHASE_HIGH of the
+    window's step time (metrics.json phases): the largest such phase, not a GPU split, decides."""
+    over = [(v, rule) for rule in PHASE_RULES if (v := _num(m, rule[0])) is not None and v >= PHASE_HIGH]
+    if not over:
+        return None
+    share, (_, label, what, action, rule) = max(over, key=lambda x: x[0])
+    deciding[label.removesuffix("-bound")] = share
+    cause = f"{what} take{'s' if what == 'validation' else ''} {_pct(share)} of the steady steps' wall time"
+    return Verdict(label, deciding, cause + ", time in which no GPU trains or generates", action, rule)
 
 
 def _generation_cause(m: Mapping[str, Any], res: Resources) -> str:

@@ -40,7 +40,7 @@ TRAINER_WORK = ("ref_s", "old_logprob_s", "logprob_s", "adv_s", "compute_s")
 
 def phase_evidence(phases: dict | None) -> dict[str, float | None]:
     """Window shares of the step from metrics.json `phases` (the same numbers the breakdown draws):
-    checkpoint_share, validation_share, wait_share (the generation phase when colocated) and
+    checkpoint_share, validation_share, handoff_share, wait_share (the generation phase when colocated) and
     trainer_work_share (log-prob passes + advantage + update), fractions of Σ_W step_s. A phase the
     run never timed is None (unknown), not 0."""
     parts = (phases or {}).get("parts") or {}
@@ -52,6 +52,7 @@ def phase_evidence(phases: dict | None) -> dict[str, float | None]:
     return {
         "checkpoint_share": share("checkpoint_s"),
         "validation_share": share("validation_s"),
+        "handoff_share": share("handoff_s"),
         "wait_share": share("wait_s"),
         "trainer_work_share": share(*TRAINER_WORK),
     }

@@ -25,6 +25,7 @@ import seaborn as sns  # noqa: E402
 from matplotlib.collections import LineCollection  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from bench.hwprofile import source_label  # noqa: E402
 from bench.report.load import MATCH_TOLERANCE, Run  # noqa: E402
 from bench.report.pool import fork_map  # noqa: E402
 from bench.report.series import Series  # noqa: E402
@@ -65,7 +66,14 @@ class Ctx:
         return list(zip(self.runs, self.series, strict=True))
 
     def mode_tag(self) -> str:
-        modes = {"measured" if r.manifest["mode"] == "native" else "emulated" for r in self.runs}
+        """The modes of the runs drawn: measured, emulated (with whose hardware physics:
+        hwprofile.source_label), or both."""
+        modes = set()
+        for r in self.runs:
+            emu = r.manifest.get("emulator") if isinstance(r.manifest.get("emulator"), dict) else {}
+            hardware = source_label(emu.get("hardware_source"))
+            emulated = f"emulated: {hardware}" if hardware else "emulated"
+            modes.add("measured" if r.manifest["mode"] == "native" else emulated)
         return " + ".join(sorted(modes, reverse=True))
 
 
@@ -206,7 +214,8 @@ def fig_step_breakdown(ctx: Ctx) -> plt.Figure:
     # One bar per run, one segment per phase in STEP_PHASES order: metrics.json `phases`, the same
     # numbers as the run's table, so each bar ends at its mean steady step (unattributed drawn too).
     cols = [c for c in STEP_PHASES if any(c in b for _, b in rows)]
-    names = {c: next(b[c]["name"] for _, b in rows if c in b) for c in cols}
+    # wait_s is "generation" in colocated runs and "waiting for rollouts" in disaggregated ones
+    names = {c: " / ".join(dict.fromkeys(b[c]["name"] for _, b in rows if c in b)) for c in cols}
     df = pd.DataFrame(
         [{c: b[c]["s_per_step"] if c in b else np.nan for c in cols} for _, b in rows],
         index=[lbl for lbl, _ in rows],

@@ -49,6 +49,8 @@ class Column:
 # lacks them.
 METRIC_COLUMNS: list[Column] = [
     Column("trajectories_per_s", "Trajectories/s", "samples/s", "higher"),
+    # the same samples over the step windows only (start-up, gaps and teardown excluded): docs/metrics.md "Windows"
+    Column("trajectories_per_s_steps", "Trajectories/s (step windows)", "samples/s", "higher"),
     # Production alone is not ranked: producing faster than the trainer consumes only ages
     # samples in the queue. The ratio column ranks the match instead.
     Column("production_samples_per_s", "Production", "samples/s", None),

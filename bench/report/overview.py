@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.metrics import colocated
+from bench.phases import colocated
 from bench.report.load import Run, resolved_config
 from bench.telemetry import role_summary
 
@@ -35,7 +35,8 @@ def model_used(run: Run) -> str:
     """The model the suite's MFU used, with where it came from: the ingested `inferred.model`
     (name and file:line, or "given"), else the launched run's config; unknown said so."""
     inf = run.manifest.get("inferred")
-    model = inf.get("model") if isinstance(inf, dict) else None
+    # the conf/model entry the FLOPs came from (`model_arch`; manifests before it: `model`)
+    model = (inf.get("model_arch") or inf.get("model")) if isinstance(inf, dict) else None
     if isinstance(model, dict):
         if model.get("value") is None:
             return str(inf.get("model_evidence") or "model unknown")
@@ -111,6 +112,7 @@ def overview(runs: list[Run]) -> list[dict[str, Any]]:
         mfu = _num(m, "mfu")
         figures = {
             "Trajectories/s": _fmt(_num(m, "trajectories_per_s"), "{:.2f}"),
+            "Trajectories/s (step windows)": _fmt(_num(m, "trajectories_per_s_steps"), "{:.2f}"),
             "Generated tokens/s": _fmt(generated_tokens_per_s(m), "{:,.1f}"),
             "Steady step (s)": _fmt(_num(m, "steady_step_s"), "{:.2f}"),
             "Energy (Wh)": _fmt(_num(m, "energy_wh"), "{:.1f}"),
@@ -118,6 +120,7 @@ def overview(runs: list[Run]) -> list[dict[str, Any]]:
         }
         reasons = {
             "Trajectories/s": r.missing.get("trajectories_per_s"),
+            "Trajectories/s (step windows)": r.missing.get("trajectories_per_s_steps"),
             "Generated tokens/s": r.missing.get("generated_tokens") or r.missing.get("wall_s"),
             "Steady step (s)": r.missing.get("steady_step_s"),
             "Energy (Wh)": r.missing.get("energy_wh"),

@@ -16,6 +16,7 @@ import jinja2
 import pandas as pd
 
 from bench.cli import counted
+from bench.hwprofile import source_label
 from bench.report.diagnose import Verdict
 from bench.report.evidence import LedgerRow
 from bench.report.findings import leader_rows
@@ -203,7 +204,8 @@ def phases_text(phases: dict | None) -> str:
     if not parts:
         return str((phases or {}).get("missing") or "")
     each = "; ".join(
-        f"{p['name']} {p['s_per_step']:.3g} s ({100 * (p['share'] or 0) + 0.0:.1f}%)" for p in parts.values()
+        f"{p['name']} {p['s_per_step']:.3g} s ({round(100 * (p['share'] or 0), 1) + 0.0:.1f}%)"
+        for p in parts.values()
     )
     return f"{each} = {phases['step_s']:.4g} s per step"
 
@@ -250,6 +252,7 @@ def run_details(
             + (f" (native mode {emu['native_mode']})" if emu.get("native_mode") else ""),
             "status": m["status"] + (f" — {failure_reason(m)}" if failure_reason(m) else ""),
             "emulator policy": emu.get("policy", ""),
+            "emulator hardware": source_label(emu.get("hardware_source")) or "",
             "cluster": m.get("cluster") or cfg.get("cluster", {}).get("name", ""),
             "executor": d.get("executor", ""),
             "nodes": _join(d.get("node_list") or m.get("nodes") or ""),

@@ -128,7 +128,8 @@ def make_run(
             ),
         )
     if metrics is not None:
-        from bench.metrics import phases, steady_window
+        from bench.metrics import steady_window
+        from bench.phases import phases
         from bench.trace import read_steps
 
         # the step phases as bench.metrics computes them from this trace, unless the caller gives them

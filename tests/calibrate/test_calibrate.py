@@ -149,14 +149,14 @@ def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys):
     assert bench_main(["calibrate", str(empty), *VERL_SETUP]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no trace/steps.parquet" in err[0]
-    assert not (empty / "calibration.yaml").exists()
+    assert not (tmp_path / "empty.calibration.yaml").exists() and not (empty / "calibration.yaml").exists()
 
     run = parsed_run(tmp_path, "verl", "verl")
     assert bench_main(["calibrate", str(run)]) == 2  # the parse records no configuration
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "does not say model, hardware, experiment.placement" in err[0]
     assert "pass model=<conf/model name> hardware=<b200|gb300|h100_sxm|h20|h200>" in err[0]
-    assert not (run / "calibration.yaml").exists()
+    assert not (tmp_path / f"{run.name}.calibration.yaml").exists()
 
 
 def test_calibration_file_errors_are_one_line():
@@ -203,7 +203,7 @@ def test_calibrate_recovers_the_inputs_of_an_emulated_run(tmp_path):
     ]
     assert bench_main(["emulate", *setup, *(f"{k}={v}" for k, v in KNOWN.items()), "--out", str(run)]) == 0
     assert bench_main(["calibrate", str(run)]) == 0  # an emulated run's manifest holds its whole setup
-    got = {k: v["value"] for k, v in yaml.safe_load((run / "calibration.yaml").read_text())["values"].items()}
+    got = {k: v["value"] for k, v in yaml.safe_load((tmp_path / f"{run.name}.calibration.yaml").read_text())["values"].items()}
     assert got["emulator.weight_sync_fixed_s"] == pytest.approx(0.5, abs=1e-3)
     assert got["emulator.logprob_passes"] == 1
     assert got["emulator.trainer_mfu"] == pytest.approx(0.2, rel=0.05)  # FLOPs at each step's mean length
@@ -228,7 +228,7 @@ def test_calibrate_recovers_a_known_decode_floor(tmp_path):
     ]  # fmt: skip
     assert bench_main(["emulate", *setup, "--out", str(run)]) == 0
     assert bench_main(["calibrate", str(run)]) == 0
-    got = yaml.safe_load((run / "calibration.yaml").read_text())["values"]
+    got = yaml.safe_load((tmp_path / f"{run.name}.calibration.yaml").read_text())["values"]
     assert got["emulator.decode_step_floor_s"]["value"] == pytest.approx(0.016, rel=0.10)
 
 

@@ -229,3 +229,15 @@ def test_a_full_results_dir_ends_the_runs_bench_run_allocated(tmpfs: Path, tmp_p
         ": cannot write (No space left on device); runs already allocated are marked failed"
     )
     assert not list((tmpfs / "smoke").glob("*/")), "a run directory without its manifest"
+
+
+def test_a_full_disk_in_any_other_writer_is_one_line_naming_the_file(run: Path, tmpfs: Path, tmp_path: Path):
+    copy = tmpfs / "run"
+    subprocess.run(["cp", "-r", str(run), str(copy)], check=True)
+    (copy / "metrics.json").unlink()
+    fill(tmpfs)
+    refused(
+        bench(tmp_path, "metrics", str(copy)),
+        f"{copy / 'metrics.json'}: cannot write (No space left on device); free space or write elsewhere",
+    )
+    assert not (copy / "metrics.json").exists() and not list(copy.glob(".metrics.json.*"))

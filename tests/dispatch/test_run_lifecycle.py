@@ -150,3 +150,15 @@ def test_sigterm_to_a_job_outside_slurm_says_so_not_slurm(results):
     assert (out.strip(), m["status"], m["dispatch"]["exit_state"]) == ("failed", "failed", "TERMINATED"), err
     assert m["reason"].startswith("SIGTERM at ")
     assert m["reason"].endswith(f": sent to process {job.pid} (no Slurm job)")
+
+
+def test_a_dry_run_is_never_shown_lost(results):
+    dry = subprocess.run(
+        [sys.executable, "-m", "bench", "run", *HELD, "framework=verl", f"results_dir={results}", "--dry-run"],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert dry.returncode == 0, dry.stderr
+    (run,) = (results / "smoke" / "dry-run").iterdir()
+    recorded = _manifest(run)["owner"]  # the finished `bench run --dry-run` process
+    assert owner_gone(recorded) == f"its process {recorded['pid']} on {socket.gethostname()} is gone"
+    assert load_run(run).manifest["status"] == "running"  # state DRY_RUN: listed apart, never `lost`

@@ -220,3 +220,24 @@ def test_calibrate_composes_the_logged_algorithm_and_parallelism(runs):
     assert str(cfg.workload.algorithm.value) == "gpg" and known["workload.algorithm"] == "gpg"
     assert (cfg.experiment.generator.tp, cfg.experiment.trainer.tp, cfg.experiment.trainer.pp) == (2, 2, 2)
     assert cfg.workload.group_size == 5 and cfg.workload.steps == 105
+
+
+def test_a_step_count_given_by_the_user_decides_how_the_run_ended(tmp_path, verl_corpus):
+    """A prints no configured step count: with workload.steps=1119 its 1,119 steps are the whole
+    run; with workload.steps=2000 the log ends early, with no error logged."""
+    for steps, status in ((1119, "completed"), (2000, "partial")):
+        out = tmp_path / f"run{steps}"
+        args = [
+            "--framework",
+            "verl",
+            "--logs",
+            str(verl_corpus / A),
+            "--out",
+            str(out),
+            f"workload.steps={steps}",
+        ]
+        assert ingest(args) == 0
+        m = read_manifest(RunPaths(out))
+        assert m["inferred"]["total_steps"] == {"value": steps, "source": "given"}
+        assert m["status"] == status
+    assert m["failure"]["message"] == "the logs end after step 1119 of 2000 with no error logged"

@@ -127,7 +127,9 @@ def test_hardware_the_logs_contradict_is_refused_naming_both(tmp_path, opd_resul
     shutil.copytree(opd_results / "verl", logs)
     text = (logs / "run.log").read_text()
     (logs / "run.log").write_text(
-        text.replace("perf/max_memory_allocated_gb:12.217142581939697", "perf/max_memory_allocated_gb:185.0", 1)
+        text.replace(
+            "perf/max_memory_allocated_gb:12.217142581939697", "perf/max_memory_allocated_gb:185.0", 1
+        )
     )
     (logs / "gpu.csv").unlink()  # its device names would name the H100 first
     out = tmp_path / "run"
@@ -155,3 +157,45 @@ def test_hardware_given_once_is_kept_for_every_later_command(tmp_path, opd_resul
     assert manifest["inferred"]["hardware"] == {"value": "h100_sxm", "source": "given"}
     cfg, known = calibrate.compose_setup(manifest, [])
     assert known["hardware"] == "h100_sxm" and cfg.hardware.name == "H100-SXM"
+
+
+def test_a_device_name_in_the_logs_names_the_hardware_and_its_contradictions_are_findings(
+    tmp_path, opd_results
+):
+    """No telemetry names the GPU, but a log line does (torch's device print, appended): that names
+    the hardware; the run's own device total (79.18 GiB, run.log:905) contradicts an H200, which
+    ingest keeps as a finding (a warning), since nobody gave the value."""
+    from bench.ingest import main as ingest
+    from bench.trace import RunPaths, read_manifest
+
+    logs = tmp_path / "logs"
+    shutil.copytree(opd_results / "verl", logs)
+    (logs / "gpu.csv").unlink()
+    with open(logs / "run.log", "a") as f:
+        f.write("(WorkerDict pid=42351) device: cuda:0 (NVIDIA H200)\n")
+    n = (logs / "run.log").read_text().count("\n")
+    out = tmp_path / "run"
+    assert ingest(["--framework", "verl", "--logs", str(logs), "--out", str(out)]) == 0
+    m = read_manifest(RunPaths(out))
+    assert m["inferred"]["hardware"] == {"value": "h200", "source": f"run.log:{n}: device 'NVIDIA H200'"}
+    assert (
+        f"hardware h200 (run.log:{n}: device 'NVIDIA H200') contradicts the logs: device memory total 85 GB "
+        "(run.log:905) is not its 141 GB HBM"
+    ) in m["warnings"]
+
+
+def test_telemetry_memory_total_contradicts_a_given_gpu(tmp_path, opd_results, capsys):
+    """verl's real run with its nvidia-smi CSV (memory_total_mib 81559: an 80 GB card) given as a
+    B200 (180 GB HBM): refused naming the CSV's line."""
+    from bench.ingest import main as ingest
+
+    out = tmp_path / "run"
+    assert (
+        ingest(
+            ["--framework", "verl", "--logs", str(opd_results / "verl"), "--out", str(out), "hardware=b200"]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "device memory total 86 GB (gpu.csv:2) is not its 180 GB HBM" in err[0]
+    assert err[0].startswith("error: hardware=b200 (given) contradicts the logs: ") and not out.exists()

@@ -79,9 +79,7 @@ def test_a_vocabulary_padded_for_tensor_parallelism_matches_its_model(tmp_path, 
         name, _, evidence, _ = match_model(facts)
         assert name == match
         if match:
-            assert evidence.endswith(
-                "vocab 152064 is 151936 padded to a multiple of 128 x TP 2 (Megatron)"
-            )
+            assert evidence.endswith("vocab 152064 is 151936 padded to a multiple of 128 x TP 2 (Megatron)")
 
 
 def test_the_model_name_is_read_from_the_path_the_run_loaded():

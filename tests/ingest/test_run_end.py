@@ -331,9 +331,37 @@ def test_a_log_with_bare_cr_line_ends_parses_every_step_and_cites_physical_lines
 
 def test_a_cr_progress_bar_inside_a_line_does_not_shift_cited_lines(tmp_path, opd_results):
     """tqdm redraws with CR inside one LF line; the error is cited at its `grep -n` line."""
-    text = _verl_until(opd_results, 5).replace(
-        "step:3 - ", "Training Progress:  20%|##        | 3/15\rTraining Progress:  27%|###       | 4/15\rstep:3 - ", 1
-    ) + VALUE_ERROR
+    text = (
+        _verl_until(opd_results, 5).replace(
+            "step:3 - ",
+            "Training Progress:  20%|##        | 3/15\rTraining Progress:  27%|###       | 4/15\rstep:3 - ",
+            1,
+        )
+        + VALUE_ERROR
+    )
     m, steps = _ingest("verl", _verl_logs(tmp_path, opd_results, text), tmp_path / "r")
     assert steps == [1, 2, 3, 4, 5]
     assert m["failure"]["source"] == f"run.log:{text.count(chr(10))}"
+
+
+@pytest.mark.parametrize(
+    ("fw", "d", "drop"),
+    [
+        ("slime", "miles", ()),
+        ("prime_rl", "prime", ("metrics.jsonl", "trainer_metrics.jsonl", "final_summary.json")),
+    ],
+)
+def test_slime_and_prime_logs_with_bare_cr_line_ends_parse_every_step(tmp_path, opd_results, fw, d, drop):
+    """The same console logs with LF and with CR-only line ends give the same steps (prime-rl's
+    JSONL metrics left out, so its console lines are what is read)."""
+    got = []
+    for name, end in (("lf", "\n"), ("cr", "\r")):
+        logs = tmp_path / name
+        shutil.copytree(opd_results / d, logs)
+        for f in drop:
+            (logs / f).unlink()
+        for log in logs.glob("*.log"):
+            log.write_bytes(log.read_bytes().replace(b"\n", end.encode()))
+        m, steps = _ingest(fw, logs, tmp_path / f"run-{name}")
+        got.append((m["status"], steps))
+    assert got[0] == got[1] and got[0][0] == "completed" and len(got[0][1]) == 15  # a final CR is no cut

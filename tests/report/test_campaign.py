@@ -113,9 +113,11 @@ def test_run_details_say_what_ran_and_where_it_was_read(campaign_report):
 
 
 def test_an_unknown_model_gives_its_reason_in_the_details(opd_report):
-    """Without `model=` prime-rl's model is unknown: the details say why (its model_evidence)."""
+    """Without `model=` prime-rl's architecture is unknown: the details say why (its rule); its
+    name is the run's own (the model path it loaded)."""
     html = (opd_report / "report" / "index.html").read_text()
     assert (
-        '<tr><td class="id">model</td><td class="text">unknown</td><td class="text">model unknown: the logs '
-        "print no architecture; pass model=&lt;conf/model name&gt;</td></tr>" in html
+        '<tr><td class="id">model_arch</td><td class="text">unknown</td><td class="text">model unknown: the '
+        "logs print no architecture; pass model=&lt;conf/model name&gt;</td></tr>" in html
     )
+    assert '<tr><td class="id">model</td><td class="text">student</td>' in html
