@@ -26,6 +26,7 @@ COMMANDS = {
     "cost": ("bench.cost:main", "$/GPU-hour and $/M tokens from TCO inputs"),
     "emulate": ("bench.emulator.run:main", "emulate one framework on one experiment into a run dir"),
     "calibrate": ("bench.calibrate:main", "fit the emulator's inputs to a measured run -> calibration YAML"),
+    "profile": ("bench.fwprofile:main", "profile fit: a framework's own costs pooled over its measured runs"),
     "predict": ("bench.predict:main", "emulate a measured run under another framework with its calibration"),
     "plan": ("bench.plan:main", "sweep the generator:trainer split by emulation and recommend one"),
     "report": ("bench.report:main", "comparison report from run directories"),
@@ -33,6 +34,7 @@ COMMANDS = {
     "nightly": ("bench.nightly:main", "a Slurm schedule: run every framework, compare with the last good run"),
     "reproduce": ("bench.reproduce:main", "recompute published figures"),
     "probe": ("bench.probe:main", "measure a node with plain PyTorch; probe fit / probe check: its hardware profile"),
+    "sol": ("bench.speed_of_light:main", "each phase of a run next to what its GPU's profile allows"),
     "testbed": ("bench.testbed:main", "local multi-node Slurm testbed: up | down | status"),
 }
 

@@ -256,6 +256,9 @@ class FrameworkConf:
     # own step timers holds the hand-off (sync | wait)
     handoff_fixed_s: float | None = None
     handoff_logged_as: str = "sync"
+    # What the framework adds above the hardware (bench/fwprofile.py): {engine, trainer_backend, sources,
+    # runs, values: {emulator input: {value, fitted_on, residual}}, not_fitted}; {} when never fitted
+    profile: dict[str, Any] = field(default_factory=dict)
     native: dict[str, Any] = field(default_factory=dict)  # framework-only knobs, passed through
 
 

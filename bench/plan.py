@@ -1,7 +1,8 @@
 """`bench plan (experiment=X | RUN_DIR) [gpus=N] [max_staleness=K] [--json] [--out DIR]`:
 how to split a fixed number of GPUs between generation and training, answered by emulation.
 
-Every generator:trainer split of the total (the experiment's, or `gpus=N`) that `bench validate`
+Every generator:trainer split of the total (the experiment's or run's own trainer + generator GPUs,
+once when colocated, or `gpus=N`) that `bench validate`
 accepts (engine size, whole nodes, batch divisibility) is a candidate; at most `splits=` of them
 (default 16, evenly spaced, the current split always among them) are emulated, each at `seeds=`
 seeds (default 3), at each async bound `bounds=K1,K2,..` (workload.staleness_budget, the
@@ -19,8 +20,10 @@ among splits whose largest staleness over every seed stays within `max_staleness
 experiment's workload.staleness_budget). Production meets consumption where
 bench.report.sweep.crossing says so (the report's rule). Every number is emulated.
 
-`RUN_DIR` plans on a measured run's setup with its calibration (fitted as `bench predict`
-does, written to DIR/calibration.yaml); `experiment=X` uses the experiment's own emulator inputs.
+A colocated setup is also planned as it runs (one colocated point on all the GPUs). `RUN_DIR`
+plans on a measured run's setup with its calibration (fitted as `bench predict` does, written to
+DIR/calibration.yaml), its zero-advantage shape where it logs one, and the measured run as the
+baseline row (bench.plan_splits); `experiment=X` uses the experiment's own emulator inputs.
 `--cluster NAME` sends the emulations to NAME's Slurm as one job array instead.
 """
 
@@ -43,6 +46,16 @@ from bench.cli import counted
 from bench.errors import UsageError
 from bench.outdir import check_out
 from bench.plan_page import KNOBS, USEFUL, knob, print_table, write_page
+from bench.plan_splits import (
+    choose,
+    disaggregated,
+    fmt_g,
+    fmt_pct,
+    held_gpus,
+    set_point,
+    split_dict,
+    valid_splits,
+)
 from bench.resolve import placement_of
 
 SEEDS = 3
@@ -71,7 +84,7 @@ OWN = {"gpus", "max_staleness", "seeds", "splits", "bounds", "inflight"}  # the 
 class Setup:
     """What a plan sweeps around: the base config, the GPUs to split, the bounds, the source."""
 
-    cfg: Any
+    cfg: Any  # disaggregated: the splits are emulated on it
     total: int
     current: tuple[int, int] | None  # (trainer, generator) GPUs of the experiment or run
     max_staleness: int
@@ -82,55 +95,8 @@ class Setup:
     calibration: str | None = None  # fitted YAML text (--from), written beside the page
     splits: int = SPLITS  # at most this many splits are emulated
     notes: list[str] = field(default_factory=list)
-
-
-# ---- candidates --------------------------------------------------------------------------------
-
-
-def set_point(
-    c: Any,
-    trainer: int,
-    generator: int,
-    bound: int | None = None,
-    inflight: float | None = None,
-    seed: int | None = None,
-) -> Any:
-    """Set one point of the plan in c, in place (c is a private copy: deep-copying the config costs
-    ~60 ms, more than validating it)."""
-    c.experiment.trainer_gpus, c.experiment.generator_gpus = trainer, generator
-    if bound is not None:
-        c.workload.staleness_budget = bound
-    if inflight is not None:
-        c.experiment.oversampling = inflight
-    if seed is not None:
-        c.experiment.seed = seed
-    return c
-
-
-def valid_splits(cfg: Any, total: int) -> list[tuple[int, int]]:
-    """(trainer, generator) GPU splits of `total` that bench.validate accepts, generator ascending.
-
-    Only generator counts that are whole engines are put to validate (an engine is the unit the
-    generator pool is made of: validate would refuse the rest anyway, one by one)."""
-    from bench.resolve import Resolved
-    from bench.validate import validate
-
-    engine = max(1, Resolved.from_config(cfg).engine_gpus)
-    c = copy.deepcopy(cfg)
-    return [(total - g, g) for g in range(engine, total, engine) if not validate(set_point(c, total - g, g))]
-
-
-def choose(valid: list[tuple[int, int]], current: tuple[int, int] | None, n: int) -> list[tuple[int, int]]:
-    """At most n splits, evenly spaced over the valid ones, the current split always included."""
-    if len(valid) <= n:
-        return valid
-    idx = {round(i * (len(valid) - 1) / (n - 1)) for i in range(n)} if n > 1 else {0}
-    picked = [valid[i] for i in sorted(idx)]
-    if current in valid and current not in picked:
-        # replace the nearest picked split by the current one, keeping n points
-        nearest = min(picked, key=lambda s: abs(s[1] - current[1]))
-        picked = sorted([s for s in picked if s != nearest] + [current], key=lambda s: s[1])
-    return picked
+    colocated: Any = None  # a colocated experiment or run as it ran: also planned on all `total` GPUs
+    measured: dict[str, Any] | None = None  # the measured run's figures (RUN_DIR): the baseline row
 
 
 # ---- one emulated point (runs in a pool worker) ------------------------------------------------
@@ -208,15 +174,15 @@ def emulate_all(cfg: Any, items: list[tuple[int, int, int, float, int]], jobs: i
 
 
 def summarise(rows: pd.DataFrame, max_staleness: int) -> pd.DataFrame:
-    """One row per (async bound, in-flight cap, split): mean and seed band (min, max) of every figure, through
-    bench.report.sweep.points, with `staleness_ok` (every seed within max_staleness) and `met`
-    (production reaches bench.report.sweep.MEET x consumption)."""
+    """One row per (placement, async bound, in-flight cap, split): mean and seed band (min, max) of every
+    figure, through bench.report.sweep.points, with `staleness_ok` (every seed within max_staleness)
+    and `met` (production reaches bench.report.sweep.MEET x consumption)."""
     from bench.report.sweep import MEET, points
 
     out = []
-    for (bound, inflight), g in rows.groupby(list(KNOBS)):
+    for (placement, bound, inflight), g in rows.groupby(["placement", *KNOBS]):
         pts = points(g.drop(columns=list(KNOBS)).assign(sweep_value=g["generator_gpus"]))
-        pts["staleness_budget"], pts["oversampling"] = bound, inflight
+        pts["placement"], pts["staleness_budget"], pts["oversampling"] = placement, bound, inflight
         out.append(pts)
     pts = pd.concat(out, ignore_index=True)
     pts["trainer_gpus"] = pts["trainer_gpus"].astype(int)
@@ -232,7 +198,8 @@ def crossings(pts: pd.DataFrame) -> dict[str, float | None]:
     (the report's rule)."""
     from bench.report.sweep import crossing
 
-    return {knob(*k): crossing(g.sort_values("sweep_value")) for k, g in pts.groupby(list(KNOBS))}
+    split = pts[pts.placement == "disaggregated"]  # a colocated point is no split on the curve
+    return {knob(*k): crossing(g.sort_values("sweep_value")) for k, g in split.groupby(list(KNOBS))}
 
 
 def recommend(pts: pd.DataFrame) -> pd.Series | None:
@@ -256,7 +223,10 @@ def current_point(pts: pd.DataFrame, s: Setup) -> pd.Series | None:
     t, g = s.current
     bound, inflight = int(s.cfg.workload.staleness_budget), float(s.cfg.experiment.oversampling)
     m = pts[(pts.trainer_gpus == t) & (pts.generator_gpus == g) & (pts.staleness_budget == bound)]
-    m = m[m.oversampling == inflight]
+    m = m[
+        (m.oversampling == inflight)
+        & (m.placement == ("disaggregated" if s.colocated is None else "colocated"))
+    ]
     return None if m.empty else m.iloc[0]
 
 
@@ -266,16 +236,24 @@ def sentence(rec: pd.Series | None, cur: pd.Series | None, max_staleness: int, n
         return (
             f"no split keeps staleness within {max_staleness} with a known $/M: no recommendation (emulated)"
         )
-    where = f"{int(rec.trainer_gpus)} trainer : {int(rec.generator_gpus)} generator GPUs"
+    where = (
+        f"trainer and generator colocated on {int(rec.trainer_gpus)} GPUs"
+        if rec.placement == "colocated"
+        else f"{int(rec.trainer_gpus)} trainer : {int(rec.generator_gpus)} generator GPUs"
+    )
     tail = f" (emulated, mean of {n_seeds} seed{'s' * (n_seeds != 1)})"
     if cur is None:
         return (
-            f"run {where}: trajectories/s {_g(rec.trajectories_per_s)}, trainer idle "
-            f"{_pct(rec.trainer_idle_frac)}, useful $/M {_g(rec[USEFUL])}" + tail
+            f"run {where}: trajectories/s {fmt_g(rec.trajectories_per_s)}, trainer idle "
+            f"{fmt_pct(rec.trainer_idle_frac)}, useful $/M {fmt_g(rec[USEFUL])}" + tail
         )
     dt = int(rec.trainer_gpus) - int(cur.trainer_gpus)
     head = (
-        f"move {-dt} trainer GPU{'s' * (-dt != 1)} to rollout"
+        f"split the {int(cur.trainer_gpus)} colocated GPUs into {where}"
+        if cur.placement == "colocated" and rec.placement != "colocated"
+        else f"colocate: {where}"
+        if rec.placement == "colocated" and cur.placement != "colocated"
+        else f"move {-dt} trainer GPU{'s' * (-dt != 1)} to rollout"
         if dt < 0
         else f"move {dt} rollout GPU{'s' * (dt != 1)} to the trainer"
         if dt > 0
@@ -287,31 +265,10 @@ def sentence(rec: pd.Series | None, cur: pd.Series | None, max_staleness: int, n
         head += f", in-flight cap x{float(cur.oversampling):g} -> x{float(rec.oversampling):g}"
     change = (rec[USEFUL] / cur[USEFUL] - 1) if cur[USEFUL] else math.nan
     return (
-        f"{head}: trajectories/s {_g(cur.trajectories_per_s)} -> {_g(rec.trajectories_per_s)}, "
-        f"trainer idle {_pct(cur.trainer_idle_frac)} -> {_pct(rec.trainer_idle_frac)}, "
+        f"{head}: trajectories/s {fmt_g(cur.trajectories_per_s)} -> {fmt_g(rec.trajectories_per_s)}, "
+        f"trainer idle {fmt_pct(cur.trainer_idle_frac)} -> {fmt_pct(rec.trainer_idle_frac)}, "
         f"useful $/M {change:+.0%}" + tail
     )
-
-
-def split_dict(row: pd.Series | None, teacher_gpus: int) -> dict[str, int] | None:
-    """A point's split; dedicated teacher GPUs are held as the experiment has them (not swept)."""
-    if row is None:
-        return None
-    return {
-        "trainer_gpus": int(row.trainer_gpus),
-        "generator_gpus": int(row.generator_gpus),
-        "teacher_gpus": teacher_gpus,
-        "staleness_budget": int(row.staleness_budget),
-        "oversampling": float(row.oversampling),
-    }
-
-
-def _g(v: float) -> str:
-    return "-" if v is None or v != v else f"{v:.3g}"
-
-
-def _pct(v: float) -> str:
-    return "-" if v is None or v != v else f"{100 * v:.0f}%"
 
 
 # ---- setup: experiment=X or --from RUN_DIR -----------------------------------------------------
@@ -345,18 +302,21 @@ def setup(from_dir: Path | None, given: list[str], out: Path) -> Setup:
     bad = [g for g in rest if "=" not in g]
     if bad:
         raise UsageError(f"unexpected argument {bad[0]!r}; expected key=value (experiment=X, gpus=N, ...)")
-    text = None
+    text, measured, notes = None, None, []
     if from_dir is not None:
-        cfg, source, text = _from_run(from_dir, rest, out)
+        cfg, source, text, measured, notes = _from_run(from_dir, rest, out)
     else:
         cfg, source = _from_experiment(rest)
-    if placement_of(cfg) == "colocated":
-        raise UsageError(
-            "experiment.placement=colocated: trainer and generator share every GPU, there is no split "
-            "to plan; pass experiment.placement=disaggregated to plan one"
-        )
-    here = (int(cfg.experiment.trainer_gpus), int(cfg.experiment.generator_gpus))
-    total = _ints("gpus", opts["gpus"])[0] if "gpus" in opts else sum(here)
+    colocated = None
+    if placement_of(cfg) == "colocated":  # planned as it is (one point) and split
+        colocated, cfg = cfg, disaggregated(cfg)
+    held = held_gpus(colocated if colocated is not None else cfg)  # the run's or experiment's own GPUs
+    total = _ints("gpus", opts["gpus"])[0] if "gpus" in opts else held
+    here = (
+        (total, total)
+        if colocated is not None
+        else (int(cfg.experiment.trainer_gpus), int(cfg.experiment.generator_gpus))
+    )
     seeds = _ints("seeds", opts.get("seeds", str(SEEDS)))[0]
     splits = _ints("splits", opts.get("splits", str(SPLITS)))[0]
     if seeds < 1 or splits < 1:
@@ -365,7 +325,7 @@ def setup(from_dir: Path | None, given: list[str], out: Path) -> Setup:
     return Setup(
         cfg=cfg,
         total=total,
-        current=here if sum(here) == total else None,
+        current=here if held == total else None,
         max_staleness=_ints("max_staleness", opts["max_staleness"])[0] if "max_staleness" in opts else budget,
         bounds=_ints("bounds", opts["bounds"]) if "bounds" in opts else [budget],
         inflight=_floats("inflight", opts["inflight"])
@@ -374,10 +334,12 @@ def setup(from_dir: Path | None, given: list[str], out: Path) -> Setup:
         seeds=[int(cfg.experiment.seed) + i for i in range(seeds)],
         source=source,
         calibration=text,
-        notes=[]
-        if sum(here) == total
-        else [f"gpus={total} differs from the experiment's {sum(here)}: no current split"],
+        notes=notes
+        if held == total
+        else [*notes, f"gpus={total} differs from the {counted(held, 'GPU')} planned from: no current split"],
         splits=splits,
+        colocated=colocated,
+        measured=measured,
     )
 
 
@@ -404,19 +366,25 @@ def _from_experiment(rest: list[str]) -> tuple[Any, str]:
     return cfg, f"experiment={exp[0]} ({cfg.framework.name}, the experiment's own emulator inputs)"
 
 
-def _from_run(run_dir: Path, rest: list[str], out: Path) -> tuple[Any, str, str | None]:
+def _from_run(
+    run_dir: Path, rest: list[str], out: Path
+) -> tuple[Any, str, str | None, dict[str, Any], list[str]]:
     """The run's setup and calibration, composed as `bench predict` composes a replay (the run's
-    own framework); the fitted calibration's YAML text is returned for the plan directory."""
+    own framework), its zero-advantage shape from the groups it logged: (config, source, the fitted
+    calibration's YAML text for the plan directory, the measured baseline, notes naming defaults)."""
     from bench import calibrate, predict
+    from bench.plan_splits import measured_point, run_shapes
 
-    manifest, _, _ = calibrate.read_run(run_dir)
+    manifest, steps, _ = calibrate.read_run(run_dir)
     fw = [g for g in rest if g.startswith("framework=")] or [f"framework={manifest.get('framework')}"]
     others = [g for g in rest if not g.startswith("framework=")]
     cfg, frm, text = predict.plan(run_dir, [*fw, *others], out / "calibration")
     source = (
         f"{run_dir} ({frm['run_framework']} run, calibration {'fitted now' if text else frm['calibration']})"
     )
-    return cfg, source, text
+    measured = measured_point(cfg, steps, KEPT)
+    measured[USEFUL] = useful_cost(measured["cost_per_mtok_usd"], measured["zero_advantage_frac"], steps)
+    return cfg, source, text, measured, run_shapes(cfg, steps, text, rest)
 
 
 # ---- the plan ----------------------------------------------------------------------------------
@@ -437,8 +405,14 @@ class Plan:
 
 
 def candidate_splits(s: Setup) -> list[tuple[int, int]]:
-    """The splits to emulate; UsageError when no split of s.total passes validate."""
+    """The splits to emulate; UsageError when no split of s.total passes validate (a colocated
+    setup is then planned colocated only, said in its notes)."""
     valid = valid_splits(s.cfg, s.total)
+    if not valid and s.colocated is not None:
+        s.notes.append(
+            f"no trainer:generator split of {s.total} GPUs passes bench validate: planned colocated only"
+        )
+        return []
     if not valid:
         from bench.resolve import Resolved
         from bench.validate import validate
@@ -464,11 +438,20 @@ def items_of(s: Setup, splits: list[tuple[int, int]]) -> list[tuple[int, int, in
 def make_plan(s: Setup, jobs: int = JOBS) -> Plan:
     """Emulate every (split, bound, seed) of s and answer."""
     splits = candidate_splits(s)
-    rows = emulate_all(s.cfg, items_of(s, splits), jobs)
-    return answer(s, splits, rows)
+    parts = (
+        [emulate_all(s.cfg, items_of(s, splits), jobs).assign(placement="disaggregated")] if splits else []
+    )
+    if s.colocated is not None:  # as it runs: trainer and generator time-share all s.total GPUs
+        parts.append(
+            emulate_all(s.colocated, items_of(s, [(s.total, s.total)]), jobs).assign(placement="colocated")
+        )
+    return answer(s, splits, pd.concat(parts, ignore_index=True))
 
 
 def answer(s: Setup, splits: list[tuple[int, int]], rows: pd.DataFrame) -> Plan:
+    """The plan of s from its emulated rows (rows without a `placement` were emulated on s.cfg)."""
+    if "placement" not in rows:
+        rows = rows.assign(placement=placement_of(s.cfg))
     pts = summarise(rows, s.max_staleness)
     rec, cur = recommend(pts), current_point(pts, s)
     return Plan(
@@ -480,7 +463,7 @@ def to_json(p: Plan) -> dict[str, Any]:
     from bench.resolve import Resolved
 
     teachers = Resolved.from_config(p.setup.cfg).teacher.gpus  # dedicated teacher GPUs, held fixed
-    keep = ["trainer_gpus", "generator_gpus", *KNOBS, "n_runs", "staleness_ok", "met"]
+    keep = ["placement", "trainer_gpus", "generator_gpus", *KNOBS, "n_runs", "staleness_ok", "met"]
     band = [c for c in p.points.columns if c.removesuffix("_min").removesuffix("_max") in (*KEPT, USEFUL)]
     pts = []
     for _, r in p.points.sort_values([*KNOBS, "generator_gpus"]).iterrows():
@@ -497,9 +480,10 @@ def to_json(p: Plan) -> dict[str, Any]:
         "total_gpus": p.setup.total,
         "seeds": p.setup.seeds,
         "source": p.setup.source,
+        "notes": p.setup.notes,
         "mode": "emulated",
         "points": pts,
-    }
+    } | ({"measured": p.setup.measured} if p.setup.measured is not None else {})
 
 
 # ---- on a cluster: one Slurm job array ---------------------------------------------------------
@@ -514,6 +498,7 @@ def cluster_plans(s: Setup, given: list[str], cluster: str) -> list[Any]:
 
     base = [g for g in given if g.partition("=")[0] not in OWN and not g.startswith("framework=")]
     base += [f"framework={s.cfg.framework.name}", f"cluster={cluster}", "mode=emulate"]
+    base += ["experiment.placement=disaggregated"] if s.colocated is not None else []  # the splits
     plans, problems = [], []
     for t, g, b, x, seed in items_of(s, candidate_splits(s)):
         point = [f"experiment.trainer_gpus={t}", f"experiment.generator_gpus={g}",

@@ -23,6 +23,7 @@ def knob(bound: Any, inflight: Any) -> str:
 
 
 TABLE = (  # (column, header, format) of the printed table and the page's
+    ("placement", "placement", "{}"),
     ("trainer_gpus", "trainer", "{:.0f}"),
     ("generator_gpus", "generator", "{:.0f}"),
     ("staleness_budget", "bound", "{:.0f}"),
@@ -38,9 +39,20 @@ TABLE = (  # (column, header, format) of the printed table and the page's
 )
 
 
+def measured_row(m: dict[str, Any]) -> list[str]:
+    """The measured run's cells (RUN_DIR plans): the baseline the emulated points are read against;
+    '-' where the run's trace does not log what a figure needs."""
+    cells = []
+    for col, _, fmt in TABLE:
+        v = m.get("staleness_max" if col == "staleness_max_max" else col)
+        cells.append("-" if v is None or v != v else fmt.format(v))
+    return ["measured", *cells]
+
+
 def table_rows(p: Any) -> list[list[str]]:
-    """The table's cells, one row per point; seed bands as [min, max] beside the mean."""
-    out = []
+    """The table's cells: the measured run first (a RUN_DIR plan), then one row per emulated point;
+    seed bands as [min, max] beside the mean."""
+    out = [] if p.setup.measured is None else [measured_row(p.setup.measured)]
     for _, r in p.points.sort_values([*KNOBS, "generator_gpus"]).iterrows():
         cells = []
         for col, _, fmt in TABLE:
@@ -71,6 +83,8 @@ def print_table(p: Any) -> None:
     print(
         f"(emulated; mean [min, max] over {counted(len(p.setup.seeds), 'seed')}; ★ recommended, · current, ✗ staleness over {p.setup.max_staleness})"
     )
+    for n in p.setup.notes:
+        print(f"note: {n}")
 
 
 # ---- the page ----------------------------------------------------------------------------------
@@ -95,7 +109,8 @@ def figure(p: Any, path: Path) -> str:
         ("staleness_max", "staleness max (versions)", 1),
         (USEFUL, "$ / M useful trained tokens", 1),
     ]
-    for k, (key, pts) in enumerate(p.points.groupby(list(KNOBS))):
+    split = p.points[p.points.placement == "disaggregated"]  # the curves: a colocated point is no split
+    for k, (key, pts) in enumerate(split.groupby(list(KNOBS))):
         pts, color, tag = pts.sort_values("sweep_value"), pal[k % 10], knob(*key)
         _band(axes[0], pts, "production_samples_per_s", 1, color, "-", f"production ({tag})")
         _band(axes[0], pts, "consumption_samples_per_s", 1, color, "--", f"consumption ({tag})")

@@ -9,6 +9,11 @@ emulated run directory (through bench.emulator.run.emulate) whose manifest recor
 `predicted_from`: the run, its framework, the calibration, and the figures below. `framework=` the
 run's own framework is a replay: its error against the run itself is the model's floor.
 
+A prediction holds the run's trainer + generator GPUs unless a what-if gives others (held_splits):
+where F cannot run them as the run did (prime-rl cannot colocate), each split of them F accepts is
+emulated and listed best first (`predicted_from.splits`), or the prediction is refused naming why.
+`predicted_from.gpus` (every GPU emulated) x the emulated wall time is its `gpu_hours`.
+
 Figures (steady = every step after the first, which holds start-up the emulator does not model):
   trajectories_per_s    trained samples of steps 2..N / (end of step N - end of step 1)  (1/s)
   steady_step_s         mean trainer step time  (s)
@@ -25,7 +30,16 @@ from typing import Any
 import pandas as pd
 
 from bench import calibrate
+from bench.cli import counted
 from bench.errors import UsageError
+from bench.plan_splits import (
+    SPLIT_KEYS,
+    disaggregated,
+    held_gpus,
+    placement_problem,
+    splits_text,
+    valid_splits,
+)
 
 # What a prediction needs beyond what calibration needs: the batch the trainer consumes.
 NEEDS = {
@@ -126,9 +140,10 @@ def plan(run_dir: Path, given: list[str], out: Path) -> tuple[Any, dict[str, Any
             f"{', '.join(k.split('=')[0] for k in lacking)} (manifest inferred/config); pass {' '.join(lacking)}"
         )
     text = None
-    if cal_file is None:  # fit on the run as it ran: only keys its manifest lacks are setup, not what-ifs
-        run_known = calibrate.known_setup(manifest)
-        setup = [g for g in rest if g.split("=", 1)[0] not in run_known]
+    # the run as it ran: only keys its manifest lacks are setup (they describe it), the rest what-ifs
+    run_known = calibrate.known_setup(manifest)
+    setup = [g for g in rest if g.split("=", 1)[0] not in run_known]
+    if cal_file is None:
         fits, falls, header = calibrate.calibrate(run_dir, setup)
         text = calibrate.to_yaml(fits, falls, header)
         cal_file = str(out / "calibration.yaml")
@@ -137,10 +152,8 @@ def plan(run_dir: Path, given: list[str], out: Path) -> tuple[Any, dict[str, Any
     mode = ((manifest.get("inferred") or {}).get("mode") or {}).get("value")
     if replay and mode:  # the run's own mode (verl sync, slime colocate_sync, prime-rl async)
         extra.append(f"framework.mode={mode}")
-    cal_overrides = [f"calibration={cal_file}"] if text is None else []
-    cfg, _ = calibrate.compose_setup(manifest, [f"framework={framework}", *rest], [*extra, *cal_overrides])
-    if text is not None:  # not on disk yet: apply the fitted values the same way compose would
-        cfg = _with_fitted(manifest, framework, rest, extra, text)
+    # the run's workload shape; the framework's costs from the target's profile (the run's own on a replay)
+    cfg, inputs_from = _with_fitted(manifest, framework, rest, extra, text, cal_file)
     # framework-neutral checks: a runner's native-launch rules (prime-rl's whole-node multi-node
     # layout) bind a launch, not an emulation; the opd-benchmark ran prime-rl on 1 + 1 GPUs
     problems = validate_workload(cfg)
@@ -153,20 +166,46 @@ def plan(run_dir: Path, given: list[str], out: Path) -> tuple[Any, dict[str, Any
         "replay": replay,
         "calibration": str(Path(cal_file).resolve()),
         "given": rest,
-        "chosen": chosen_inputs(cfg),
+        "inputs_from": inputs_from,
+        "chosen": chosen_inputs(cfg, inputs_from),
         "measured": figures(steps),
+        # the GPUs the run held (trainer and generator), and whether a what-if changes them
+        "run_gpus": held_gpus(calibrate.compose_setup(manifest, setup)[0]),
+        "gpus_given": any(
+            g.split("=", 1)[0].lstrip("+") in SPLIT_KEYS[:2] and g.split("=", 1)[0] in run_known for g in rest
+        ),
     }
     return cfg, predicted_from, text
 
 
-def chosen_inputs(cfg: Any) -> list[str]:
-    """Inputs of the prediction that the calibration did not fit and the run did not log: the
-    target framework's stated costs and the site inputs its paths need, each `key = value (why)`."""
+def chosen_inputs(cfg: Any, inputs_from: dict[str, Any] | None = None) -> list[str]:
+    """Inputs of the prediction that neither the calibration nor the target's profile fitted and
+    the run did not log: the target framework's stated costs, the framework inputs its profile
+    could not fit (their documented default), and the site inputs its paths need, each
+    `key = value (why)`."""
+    from omegaconf import OmegaConf
+
     from bench.emulator.costmodel import sync_path
     from bench.resolve import Resolved
 
     r, em, fw = Resolved.from_config(cfg), cfg.emulator, cfg.framework
     out = []
+    profile = (inputs_from or {}).get("profile") or {}
+    given = set((inputs_from or {}).get("given") or [])  # set by the user: not a default
+    for key, why in (profile.get("not_fitted") or {}).items():
+        floor_fitted = "emulator.decode_step_floor_s" in profile["inputs"]
+        if (
+            key in given
+            or OmegaConf.select(cfg, key) is None
+            or (key == "emulator.decode_bw_eff" and floor_fitted)
+        ):
+            continue  # the user's, no input (the hand-off line below), or the floor fitted at this share
+        reasons = (
+            "; ".join(sorted(set(why.values()))) if isinstance(why, dict) and why else "no run fitted it"
+        )
+        out.append(
+            f"{key} = {OmegaConf.select(cfg, key)} (default: {fw.name}'s profile has no fit: {reasons})"
+        )
     if sync_path(cfg, r) == "filesystem":
         out.append(
             f"emulator.filesystem_gbps = {em.filesystem_gbps:g} (site input: {fw.name} syncs weights by filesystem)"
@@ -184,34 +223,130 @@ def chosen_inputs(cfg: Any) -> list[str]:
 
 
 def _with_fitted(
-    manifest: dict[str, Any], framework: str, rest: list[str], extra: list[str], text: str
-) -> Any:
+    manifest: dict[str, Any],
+    framework: str,
+    rest: list[str],
+    extra: list[str],
+    text: str | None,
+    cal_file: str,
+) -> tuple[Any, dict[str, Any]]:
+    """(prediction config, where its inputs came from). The calibration (`text`, fitted now, or
+    the file `cal_file`) gives the workload's shape (workload.*: lengths, prompt length, environment
+    latency) always, and the framework's costs (emulator.*) only on a replay: a run's trainer
+    efficiency, engine floor, sync and hand-off are its own framework's. Predicting another
+    framework, those come from the target's profile (conf/framework/<F>.yaml `profile:`); an input
+    it has no fit for keeps its documented default (listed by chosen_inputs). The user's key=value
+    (`rest`) wins over both."""
     import tempfile
 
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(text)
+    from bench import fwprofile
+    from bench.config import expand_calibration
+
+    replay = framework == str(manifest.get("framework"))
+    path = cal_file
+    if text is not None:  # fitted now, not on disk yet: expanded the same way compose would
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+            f.write(text)
+        path = f.name
     try:
-        cfg, _ = calibrate.compose_setup(
-            manifest, [f"framework={framework}", *rest], [*extra, f"calibration={f.name}"]
-        )
+        fitted = [o for o in expand_calibration([f"calibration={path}"]) if "=" in o]
     finally:
-        Path(f.name).unlink()
-    return cfg
+        if text is not None:
+            Path(path).unlink()
+
+    def key(o: str) -> str:
+        return o.split("=", 1)[0].lstrip("+")
+
+    shape = [o for o in fitted if not fwprofile.is_framework_cost(o)]
+    costs = [o for o in fitted if fwprofile.is_framework_cost(o)]
+    from_profile, profile = ([], None) if replay else fwprofile.profile_overrides(framework)
+    from_run = [*shape, *(costs if replay else [])]
+    cfg, _ = calibrate.compose_setup(
+        manifest, [f"framework={framework}", *rest], [*extra, *from_run, *from_profile]
+    )
+    inputs_from = {
+        "run": sorted(key(o) for o in from_run),  # the source run's calibration
+        "left_out": sorted(key(o) for o in costs if not replay),  # the source framework's own costs
+        "profile": profile,  # the target framework's: each input with the runs it was fitted on
+        "given": sorted({key(g) for g in rest}),  # the user's key=value, winning over both
+    }
+    return cfg, inputs_from
+
+
+def held_splits(cfg: Any, predicted_from: dict[str, Any]) -> list[tuple[int, int]] | None:
+    """The GPUs a prediction holds: None to predict cfg as composed (it holds the run's GPUs, or a
+    what-if gave other trainer/generator GPUs), else the (trainer, generator) splits of the run's
+    GPUs that bench validate accepts for the target framework, generator ascending: cfg's placement
+    is one the framework cannot run, or a what-if placement would hold other GPUs than the run's.
+    UsageError naming the problem when there is no such split, or when a what-if asks for a
+    placement the framework cannot run (never trainer and generator overlapping on one device)."""
+    n, fw = int(predicted_from["run_gpus"]), predicted_from["framework"]
+    problem = placement_problem(cfg)
+    if predicted_from["gpus_given"]:
+        if problem:
+            raise UsageError(f"{problem} (framework={fw}); pass experiment.placement=disaggregated")
+        return None
+    if problem is None and held_gpus(cfg) == n:
+        return None
+    splits = valid_splits(disaggregated(cfg), n)
+    if not splits:
+        why = problem or f"experiment.placement=disaggregated holds {held_gpus(cfg)} GPUs, the run {n}"
+        raise UsageError(
+            f"framework={fw} on the run's {counted(n, 'GPU')}: {why}; no trainer:generator split of them passes "
+            "bench validate; pass experiment.trainer_gpus=T experiment.generator_gpus=G to predict on other GPUs"
+        )
+    return splits
+
+
+def split_figures(cfg: Any, splits: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    """Each split of cfg emulated (in memory): its figures, best first (most trajectories/s; a split
+    whose rate is unknown last)."""
+    from bench.emulator.run import build
+    from bench.emulator.trace_out import step_rows
+    from bench.plan_splits import set_point
+
+    out = []
+    for t, g in splits:
+        loop, _, _ = build(set_point(disaggregated(cfg), t, g))
+        out.append({"trainer_gpus": t, "generator_gpus": g, **figures(pd.DataFrame(step_rows(loop.run())))})
+    return sorted(out, key=lambda d: -(d["trajectories_per_s"] or -1.0))
 
 
 def predict(run_dir: Path, given: list[str], out: Path) -> dict[str, Any]:
     """Emulate the prediction into `out`; returns predicted_from with the predicted figures (and,
-    for a replay, each figure's error against the run)."""
+    for a replay, each figure's error against the run). A prediction holds the run's GPUs
+    (held_splits): where the target framework cannot run them as the run did, each split of them it
+    can run is emulated, listed best first under `splits`, and the best is the run directory."""
+    import json
+
     from bench.emulator.run import emulate
+    from bench.plan_splits import set_point
+    from bench.resolve import Resolved
     from bench.trace import RunPaths, atomic_path, read_manifest, write_manifest
 
     cfg, predicted_from, text = plan(run_dir, given, out)
+    splits = held_splits(cfg, predicted_from)
+    if splits is not None:
+        ranked, why = split_figures(cfg, splits), placement_problem(cfg)
+        best = ranked[0]
+        # the best split again, into the run directory (the ranking ran in memory, writing nothing)
+        cfg = set_point(disaggregated(cfg), best["trainer_gpus"], best["generator_gpus"])
+        predicted_from["chosen"] = chosen_inputs(cfg, predicted_from["inputs_from"])  # of the split
+        predicted_from["splits"] = ranked
+        predicted_from["held"] = (
+            f"{predicted_from['framework']} on the run's {counted(predicted_from['run_gpus'], 'GPU')}"
+            f"{': ' + why if why else ''}; predicted on the trainer:generator splits of them it can run, "
+            f"best first: {splits_text([(d['trainer_gpus'], d['generator_gpus']) for d in ranked])}"
+        )
     paths = emulate(cfg, out)
     if text is not None:
         with atomic_path(paths.root / "calibration.yaml") as tmp:
             tmp.write_text(text)
     predicted = figures(pd.read_parquet(paths.steps))
     predicted_from["predicted"] = predicted
+    # what the prediction bills: the GPUs emulated x the time emulated (metrics.json gpu_hours)
+    predicted_from["gpus"] = Resolved.from_config(cfg).total_gpus
+    predicted_from["gpu_hours"] = json.loads(paths.metrics.read_text()).get("gpu_hours")
     if predicted_from["replay"]:  # the model's floor: the run predicted from its own calibration
         predicted_from["replay_error"] = errors(predicted, predicted_from["measured"])
     manifest = read_manifest(RunPaths(paths.root))
@@ -242,7 +377,13 @@ def main(argv: list[str]) -> int:
     given = args.overrides
     p = predict(args.run_dir, given, args.out)
     kind = "replay" if p["replay"] else f"{p['run_framework']} -> {p['framework']}"
-    print(f"[emulated] prediction ({kind}) -> {args.out}")
+    print(f"[emulated] prediction ({kind}) on {p['gpus']} GPUs -> {args.out}")
+    if "held" in p:
+        print(f"  {p['held']}")
+        for d in p["splits"]:
+            print(
+                f"    {d['trainer_gpus']}:{d['generator_gpus']}: trajectories_per_s {_fmt(d['trajectories_per_s'])}"
+            )
     for k in FIGURES:
         pred, meas = p["predicted"][k], p["measured"][k]
         line = f"  {k}: predicted {_fmt(pred)}"

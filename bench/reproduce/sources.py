@@ -304,7 +304,22 @@ def _predict(case: Case, fig: Figure, ctx: Context) -> Outcome:
         derived_from=f"a replay of the run the calibration was fitted on ({src['run']}): the model's floor"
         if replay
         else "",
+        calibrated_on="" if replay else fitted_on_target(p, ingested_run(tgt, ctx, where)),
     )
+
+
+def fitted_on_target(predicted_from: dict[str, Any], target_dir: Path) -> str:
+    """The inputs of a prediction that its target framework's profile fitted on the target run
+    itself (bench.fwprofile), as text; "" when none (then it is a prediction)."""
+    from bench.fwprofile import run_id
+    from bench.trace import RunPaths, read_manifest
+
+    target = run_id(read_manifest(RunPaths(target_dir)), target_dir)
+    profile = (predicted_from.get("inputs_from") or {}).get("profile") or {}
+    keys = [k for k, v in (profile.get("inputs") or {}).items() if target in v.get("fitted_on", [])]
+    if not keys:
+        return ""
+    return f"{profile['framework']}'s profile fitted {', '.join(keys)} on the target run {target}"
 
 
 def _run_figure(case: Case, fig: Figure, ctx: Context) -> Outcome:

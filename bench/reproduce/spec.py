@@ -45,6 +45,9 @@ class Outcome:
     # Non-empty when the value follows from inputs fitted on the same run (a replay, a fit's own
     # figure): the row is then "derived", never pass/fail; the text says what was fitted.
     derived_from: str = ""
+    # Non-empty when an input of the value was fitted on the very run it is compared with (a
+    # prediction whose target framework's profile was fitted on the target run): "calibrated".
+    calibrated_on: str = ""
 
 
 @dataclass

@@ -94,9 +94,119 @@ def test_a_given_calibration_file_is_used_and_recorded(verl_run, tmp_path):
     assert m["predicted_from"]["calibration"] == str(cal.resolve())
     assert not (out / "calibration.yaml").exists()  # nothing fitted: the given file is the calibration
     fitted = {k: v["value"] for k, v in yaml.safe_load(cal.read_text())["values"].items()}
-    assert m["config"]["emulator"]["decode_step_floor_s"] == fitted["emulator.decode_step_floor_s"]
-    # slime's sleep + wake is its conf's, neither fitted on verl's run nor logged by it: said so
-    assert m["predicted_from"]["chosen"] == [
-        "framework.handoff_fixed_s = 5.98 (slime's conf: its sleep + wake)"
+    # the file gives the workload's shape; slime's costs are slime's profile's, never verl's fit
+    # (tests/calibrate/test_profile.py), its hand-off too (measured on Miles): nothing chosen
+    assert m["config"]["workload"]["response_len_drift"] == fitted["workload.response_len_drift"]
+    assert m["config"]["emulator"]["trainer_mfu"] == 0.07831 != fitted["emulator.trainer_mfu"]
+    assert m["config"]["emulator"]["decode_step_floor_s"] == 0.005913
+    assert m["predicted_from"]["chosen"] == []
+
+
+# corpus log A: verl GRPO on 8 GPUs colocated (`hybrid` 8, line 39); its trace logs no token
+# counts, so the emulator's inputs come from the calibration fitted on the opd-benchmark's verl run
+LOG_A = "yushengsu-thu-verl_training_log/grpo_run_deepseek7b_llm.log"
+A_GIVEN = ["model=qwen2_5_7b", "hardware=h100_sxm", "emulator.steps=6"]
+
+
+@pytest.fixture(scope="module")
+def run_a(verl_corpus, verl_run, tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("pred-a")
+    run, cal = root / "a", root / "verl.yaml"
+    assert (
+        bench_main(["ingest", "--framework", "verl", "--logs", str(verl_corpus / LOG_A), "--out", str(run)])
+        == 0
+    )
+    assert bench_main(["calibrate", str(verl_run), "--out", str(cal), *SETUP]) == 0
+    return run, cal
+
+
+def test_a_colocated_run_is_predicted_on_the_splits_of_its_gpus_the_target_can_run(run_a, tmp_path, capsys):
+    """prime-rl cannot colocate: the run's 8 GPUs are split, never 8 trainer + 8 generator GPUs
+    overlapping; each split prime-rl accepts (engines of 2 GPUs) is emulated, best first."""
+    run, cal = run_a
+    out = tmp_path / "prime"
+    args = ["predict", str(run), "framework=prime_rl", *A_GIVEN, f"calibration={cal}", "--out", str(out)]
+    assert bench_main(args) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    p = m["predicted_from"]
+    assert (p["run_gpus"], p["gpus"], m["resolved"]["total_gpus"]) == (8, 8, 8)
+    assert m["config"]["experiment"]["placement"] == "disaggregated"
+    splits = [(d["trainer_gpus"], d["generator_gpus"]) for d in p["splits"]]
+    assert sorted(splits) == [(2, 6), (4, 4), (6, 2)]
+    rates = [d["trajectories_per_s"] for d in p["splits"]]
+    assert rates == sorted(rates, reverse=True)  # best first
+    best = m["config"]["experiment"]
+    assert (best["trainer_gpus"], best["generator_gpus"]) == splits[0]
+    assert p["predicted"]["trajectories_per_s"] == pytest.approx(rates[0])
+    assert p["held"].startswith(
+        "prime_rl on the run's 8 GPUs: experiment.placement=colocated: prime-rl 0.8.0 runs trainer and "
+        "inference on disjoint GPUs; expected disaggregated; predicted on the trainer:generator splits"
+    )
+    # GPU-hours: the GPUs emulated x the time emulated
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert p["gpu_hours"] == metrics["gpu_hours"] == pytest.approx(8 * metrics["wall_s"] / 3600)
+    printed = capsys.readouterr().out
+    assert f"prediction (verl -> prime_rl) on 8 GPUs -> {out}" in printed
+
+
+def test_a_placement_what_if_holds_the_runs_gpus(run_a, tmp_path):
+    """verl disaggregated: the run's 8 GPUs split (verl's 1024 x 5 samples divide over 2 or 4
+    trainer ranks, not 6), not trainer 8 + generator 8."""
+    run, cal = run_a
+    out = tmp_path / "split"
+    given = [*A_GIVEN, f"calibration={cal}", "experiment.placement=disaggregated", "framework=verl"]
+    assert bench_main(["predict", str(run), *given, "--out", str(out)]) == 0
+    p = json.loads((out / "manifest.json").read_text())["predicted_from"]
+    assert p["gpus"] == 8 and sorted((d["trainer_gpus"], d["generator_gpus"]) for d in p["splits"]) == [
+        (2, 6),
+        (4, 4),
     ]
-    assert m["config"]["emulator"]["trainer_mfu"] == fitted["emulator.trainer_mfu"]
+
+
+def test_other_gpus_given_are_predicted_as_given(run_a, tmp_path):
+    run, cal = run_a
+    out = tmp_path / "sixteen"
+    what_if = [
+        "experiment.placement=disaggregated",
+        "experiment.trainer_gpus=8",
+        "experiment.generator_gpus=8",
+    ]
+    given = [*A_GIVEN, f"calibration={cal}", *what_if, "framework=prime_rl"]
+    assert bench_main(["predict", str(run), *given, "--out", str(out)]) == 0
+    p = json.loads((out / "manifest.json").read_text())["predicted_from"]
+    assert (p["run_gpus"], p["gpus"]) == (8, 16) and "splits" not in p
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # the opd-benchmark's verl run on 1 GPU colocated: prime-rl has no split of 1 GPU
+        ([*SETUP, "framework=prime_rl"],
+         "error: framework=prime_rl on the run's 1 GPU: experiment.placement=colocated: prime-rl 0.8.0 runs "
+         "trainer and inference on disjoint GPUs; expected disaggregated; no trainer:generator split of them "
+         "passes bench validate; pass experiment.trainer_gpus=T experiment.generator_gpus=G to predict on other GPUs"),
+    ],
+)  # fmt: skip
+def test_no_split_the_target_can_run_is_refused_naming_it(verl_run, tmp_path, capsys, args, message):
+    out = tmp_path / "out"
+    assert bench_main(["predict", str(verl_run), *args, "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [message]
+    assert not out.exists()
+
+
+def test_a_what_if_on_a_placement_the_target_cannot_run_is_refused(run_a, tmp_path, capsys):
+    run, cal = run_a
+    out = tmp_path / "out"
+    given = [
+        *A_GIVEN,
+        f"calibration={cal}",
+        "experiment.trainer_gpus=4",
+        "experiment.generator_gpus=4",
+        "framework=prime_rl",
+    ]
+    assert bench_main(["predict", str(run), *given, "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "error: experiment.placement=colocated: prime-rl 0.8.0 runs trainer and inference on disjoint GPUs; "
+        "expected disaggregated (framework=prime_rl); pass experiment.placement=disaggregated"
+    ]
+    assert not out.exists()

@@ -16,8 +16,8 @@ from tests.conftest import REPO
 
 # commands whose positional key=value arguments are config overrides (composed with conf/)
 COMPOSING = {"run", "validate", "prepare", "inspect", "render", "ingest", "flops", "cost", "emulate"}
-COMPOSING |= {"calibrate", "predict", "plan", "probe", "nightly"}
-NOT_COMPOSING = {"status", "metrics", "report", "reproduce", "testbed", "compare"}
+COMPOSING |= {"calibrate", "predict", "plan", "probe", "nightly", "profile"}
+NOT_COMPOSING = {"status", "metrics", "report", "reproduce", "testbed", "compare", "sol"}
 
 
 def bench(*args: str) -> subprocess.CompletedProcess:

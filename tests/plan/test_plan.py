@@ -38,7 +38,7 @@ def _point(d: dict, trainer: int) -> dict:
 
 def test_generator_bound_case_recommends_more_generator_gpus(tmp_path, capsys):
     d = _plan_json(GENERATOR_BOUND, tmp_path / "p", capsys)
-    assert d["current"] == {"trainer_gpus": 8, "generator_gpus": 8, "teacher_gpus": 0,
+    assert d["current"] == {"placement": "disaggregated", "trainer_gpus": 8, "generator_gpus": 8, "teacher_gpus": 0,
                             "staleness_budget": 1, "oversampling": 1.0}  # fmt: skip
     rec = d["recommended"]
     assert rec["generator_gpus"] > 8 and rec["trainer_gpus"] + rec["generator_gpus"] == 16
@@ -68,7 +68,7 @@ def test_json_shape_and_the_page(tmp_path, capsys):
     out = tmp_path / "p"
     d = _plan_json([*GENERATOR_BOUND, "bounds=1,2"], out, capsys)
     assert set(d) >= {"recommended", "current", "points", "sentence", "crossing_generator_gpus"}
-    assert set(d["recommended"]) == {"trainer_gpus", "generator_gpus", "teacher_gpus",
+    assert set(d["recommended"]) == {"placement", "trainer_gpus", "generator_gpus", "teacher_gpus",
                                      "staleness_budget", "oversampling"}  # fmt: skip
     # 3 splits x 2 async bounds, each the mean of 2 seeds with its band
     assert len(d["points"]) == 6 and {p["n_runs"] for p in d["points"]} == {2}
@@ -138,7 +138,6 @@ def test_parallel_and_serial_emulations_are_the_same_numbers():
         (["experiment=nope"], "experiment 'nope' not found; choose one of"),
         (["gpus=16"], "name what to plan: experiment=X"),
         (["experiment=smoke", "seeds=x"], "seeds=x: expected integers"),
-        (["experiment=smoke", "experiment.placement=colocated"], "experiment.placement=colocated"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_nothing_written(args, message, tmp_path, capsys):
