@@ -31,9 +31,15 @@ COMMANDS = {
     "plan": ("bench.plan:main", "sweep the generator:trainer split by emulation and recommend one"),
     "report": ("bench.report:main", "comparison report from run directories"),
     "compare": ("bench.compare:main", "what changed between two runs, and whether it is beyond noise"),
-    "nightly": ("bench.nightly:main", "a Slurm schedule: run every framework, compare with the last good run"),
+    "nightly": (
+        "bench.nightly:main",
+        "a Slurm schedule: run every framework, compare with the last good run",
+    ),
     "reproduce": ("bench.reproduce:main", "recompute published figures"),
-    "probe": ("bench.probe:main", "measure a node with plain PyTorch; probe fit / probe check: its hardware profile"),
+    "probe": (
+        "bench.probe:main",
+        "measure a node with plain PyTorch; probe fit / probe check: its hardware profile",
+    ),
     "sol": ("bench.speed_of_light:main", "each phase of a run next to what its GPU's profile allows"),
     "testbed": ("bench.testbed:main", "local multi-node Slurm testbed: up | down | status"),
 }

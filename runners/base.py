@@ -56,23 +56,25 @@ class Launch:
 
     def command_json(self) -> dict[str, Any]:
         """command.json's content, redacted (bench.redact: argv, env and notes alike)."""
-        return redact({
-            "framework": self.framework,
-            "version": self.version,
-            "nodes": self.nodes,
-            "gpus_per_node": self.gpus_per_node,
-            "processes": [
-                {
-                    "role": p.role,
-                    "node_rank": p.node_rank,
-                    "argv": p.argv,
-                    "env": p.env,
-                    "secret_env": sorted(p.secret_env),
-                }
-                for p in self.processes
-            ],
-            "notes": self.notes,
-        })
+        return redact(
+            {
+                "framework": self.framework,
+                "version": self.version,
+                "nodes": self.nodes,
+                "gpus_per_node": self.gpus_per_node,
+                "processes": [
+                    {
+                        "role": p.role,
+                        "node_rank": p.node_rank,
+                        "argv": p.argv,
+                        "env": p.env,
+                        "secret_env": sorted(p.secret_env),
+                    }
+                    for p in self.processes
+                ],
+                "notes": self.notes,
+            }
+        )
 
     def write(self, launch_dir: Path | str) -> list[Path]:
         """Write command.json, job.sbatch and the native files atomically, every one redacted

@@ -49,7 +49,10 @@ def test_a_trace_from_before_the_phase_columns_reads_them_as_unknown(tmp_path):
     old = table.drop_columns(sorted(LATER_STEP_COLUMNS))
     pq.write_table(old, tmp_path / "old.parquet")
     df = read_steps(tmp_path / "old.parquet")
-    assert list(df.columns) == [*old.column_names, *[c for c in table.column_names if c in LATER_STEP_COLUMNS]]
+    assert list(df.columns) == [
+        *old.column_names,
+        *[c for c in table.column_names if c in LATER_STEP_COLUMNS],
+    ]
     assert df.loc[0, "gen_s"] == 4.0 and df[sorted(LATER_STEP_COLUMNS)].isna().all().all()
     assert read_steps(tmp_path / "old.parquet", columns=["step", "checkpoint_s"])["checkpoint_s"].isna().all()
 

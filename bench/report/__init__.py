@@ -93,7 +93,13 @@ def _write(out: Path, every: list, full: pd.DataFrame, superseded: list) -> Path
 EVIDENCE_KEYS = ["generator_idle_frac", "sync_share", "trained_response_tokens"]
 DIAGNOSIS_EXTRA = ["tail_ratio", "truncated_frac", "scoring_share", "stale_drop_frac"]
 # step phase shares (metrics.json phases) and the share of responses at the cap (bench.report.evidence)
-DIAGNOSIS_EXTRA += ["checkpoint_share", "validation_share", "handoff_share", "wait_share", "trainer_work_share"]
+DIAGNOSIS_EXTRA += [
+    "checkpoint_share",
+    "validation_share",
+    "handoff_share",
+    "wait_share",
+    "trainer_work_share",
+]
 DIAGNOSIS_EXTRA += ["clip_frac"]
 
 

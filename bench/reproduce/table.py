@@ -140,7 +140,10 @@ def evaluate_figure(case: Case, fig: Figure, ctx: sources.Context) -> Row:
         row.status = "pass" if abs(row.error_pct) <= tol else "fail"
         fitted, fit_notes = fit_status(case, fig)
         if out.calibrated_on and fitted is None:
-            fitted, fit_notes = "calibrated", [f"calibrated, not a prediction: {out.calibrated_on}", *fit_notes]
+            fitted, fit_notes = (
+                "calibrated",
+                [f"calibrated, not a prediction: {out.calibrated_on}", *fit_notes],
+            )
         if out.derived_from and fitted is None:
             fitted, fit_notes = "derived", [f"derived, not a prediction: {out.derived_from}", *fit_notes]
         notes[:0] = fit_notes

@@ -203,7 +203,10 @@ def test_calibrate_recovers_the_inputs_of_an_emulated_run(tmp_path):
     ]
     assert bench_main(["emulate", *setup, *(f"{k}={v}" for k, v in KNOWN.items()), "--out", str(run)]) == 0
     assert bench_main(["calibrate", str(run)]) == 0  # an emulated run's manifest holds its whole setup
-    got = {k: v["value"] for k, v in yaml.safe_load((tmp_path / f"{run.name}.calibration.yaml").read_text())["values"].items()}
+    got = {
+        k: v["value"]
+        for k, v in yaml.safe_load((tmp_path / f"{run.name}.calibration.yaml").read_text())["values"].items()
+    }
     assert got["emulator.weight_sync_fixed_s"] == pytest.approx(0.5, abs=1e-3)
     assert got["emulator.logprob_passes"] == 1
     assert got["emulator.trainer_mfu"] == pytest.approx(0.2, rel=0.05)  # FLOPs at each step's mean length
