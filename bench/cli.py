@@ -11,7 +11,9 @@ from is always a positional RUN_DIR.
 from __future__ import annotations
 
 import argparse
+import math
 import textwrap
+from collections.abc import Callable
 
 # what every composing command says about its key=value arguments (docs/bad-input.md: how a bad one is refused)
 OVERRIDES_HELP = (
@@ -65,3 +67,26 @@ def counted(n: int, noun: str, nouns: str | None = None) -> str:
     (`nouns` for an irregular plural). Every count the command line and the pages print goes through
     here (Jinja: the `counted` filter of bench.report.render.environment)."""
     return f"{n} {noun if n == 1 else nouns or noun + 's'}"
+
+
+def number_arg(lo: float, lo_ok: bool, kind: type = float) -> Callable[[str], float]:
+    """argparse `type=` of every numeric flag of every command (`--timeout`, `--max-points`): a
+    finite `kind` above `lo` (`lo_ok`: `lo` itself allowed), else argparse's one line, exit 2.
+    `float("nan")` and `float("inf")` parse, and NaN passes every `<` test: both are refused here."""
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: expected a {'whole ' * (kind is int)}number"
+            ) from None
+        if not (math.isfinite(value) and (value >= lo if lo_ok else value > lo)):
+            finite = "" if math.isfinite(value) else "a finite number "
+            raise argparse.ArgumentTypeError(f"{text}: expected {finite}{'>=' if lo_ok else '>'} {lo}")
+        return value
+
+    return parse
+
+
+positive_seconds = number_arg(0, False)  # a wait or timeout in seconds: finite and > 0

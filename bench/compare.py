@@ -6,8 +6,9 @@ directory contract only: manifest.json, metrics.json and trace/steps.parquet. Ea
 headline figure is a statistic of the steady steps of each run (the window of metrics.json), and
 its noise is the runs' own: the steady steps of A and of B are resampled with replacement
 (bootstrap, BOOTSTRAP_RESAMPLES times, a fixed seed so the page is reproducible) and the change is
-beyond noise when the central NOISE_LEVEL interval of B - A excludes zero. No constant tolerance
-enters. With fewer than MIN_STEADY_STEPS steady steps in either run the noise is unknown and the
+beyond noise when the central NOISE_LEVEL interval of B - A excludes zero. Where A or B is a folder
+holding several seeds of one configuration, the seed bands decide instead (each side's min..max over
+its seeds; beyond noise when they do not overlap). No constant tolerance enters. With fewer than MIN_STEADY_STEPS steady steps in either run the noise is unknown and the
 change is not judged (beyond_noise null, with the reason).
 
 `bench compare --baseline RUN_OR_DIR NEW...` compares each new run with the baseline (a run, or the
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,14 @@ WORKLOAD_KEYS = (
 )
 
 
+# what the seeds of one configuration share beyond model and workload (dotted paths into the manifest)
+SEED_SET_KEYS = (
+    "config.experiment.trainer_gpus",
+    "config.experiment.generator_gpus",
+    "config.experiment.placement",
+)
+
+
 @dataclass
 class Run:
     """One run directory, read once: its manifest, metrics.json and steady steps."""
@@ -52,6 +61,7 @@ class Run:
     metrics: dict[str, Any]
     steady: pd.DataFrame  # steps inside the metrics window
     phases: pd.DataFrame  # the same steps split into the phases of a step (bench.trace.step_phases)
+    seeds: list[Run] = field(default_factory=list)  # a seed set: every run of it (this one first)
 
     @property
     def label(self) -> str:
@@ -73,6 +83,35 @@ def _inferred_gpus(manifest: dict[str, Any]) -> int | None:
 
 
 def load(path: Path) -> Run:
+    """A run directory, or a folder of runs of one configuration that differ only in their seed (a seed
+    set: compared through the spread of its seeds, the seed band)."""
+    path = Path(path)
+    if not (path / "manifest.json").exists() and path.is_dir():
+        members = sorted(p.parent for p in path.glob("*/manifest.json") if p.parent.name != "dry-run")
+        if members:
+            return _seed_set(path, [_load_one(m) for m in members])
+    return _load_one(path)
+
+
+def _seed_set(path: Path, runs: list[Run]) -> Run:
+    first = runs[0]
+    for other in runs[1:]:
+        differs = not_comparable(first, other)
+        for key in ("framework", *SEED_SET_KEYS):
+            x, y = _get(first.manifest, key), _get(other.manifest, key)
+            if x != y:
+                differs.append(f"{key.removeprefix('config.')}: {x} vs {y}")
+        if differs:
+            raise UsageError(
+                f"{path}: not one configuration's seeds ({first.root.name} and {other.root.name} differ: "
+                f"{'; '.join(differs)}); give one run directory, or a folder holding only seeds of one run"
+            )
+    first.seeds = runs
+    first.root = path
+    return first
+
+
+def _load_one(path: Path) -> Run:
     paths = RunPaths(Path(path))
     try:
         manifest = read_manifest(paths)
@@ -182,10 +221,37 @@ FIGURES = {
 
 def phase_columns(a: Run, b: Run) -> list[str]:
     """The phases of a step (docs/metrics.md "Phases") either run records, in the report's order."""
-    return [c for c in STEP_PHASES if c in a.phases.columns or c in b.phases.columns]
+    runs = [*(a.seeds or [a]), *(b.seeds or [b])]
+    return [c for c in STEP_PHASES if any(c in r.phases.columns for r in runs)]
+
+
+def _seed_bands(name: str, stat: Stat, a: Run, b: Run) -> dict[str, Any]:
+    """A seed set on either side: each side's value is the mean over its seeds, and the change is beyond
+    noise when the two seed bands (min..max over seeds) do not overlap."""
+
+    def band(run: Run) -> list[float]:
+        values = [stat.values(r, np.arange(len(r.steady))[None]) for r in (run.seeds or [run])]
+        return [float(v[0]) for v in values if v is not None and np.isfinite(v[0])]
+
+    ba, bb = band(a), band(b)
+    row: dict[str, Any] = {"a": None, "b": None, "delta": None, "delta_frac": None, "beyond_noise": None}
+    if not ba or not bb:
+        row["noise"] = {"reason": f"{name} not recorded by " + ("A" if not ba else "B")}
+        return row
+    va, vb = float(np.mean(ba)), float(np.mean(bb))
+    row.update(a=va, b=vb, delta=vb - va, delta_frac=(vb - va) / va if abs(va) > 1e-9 else None)
+    row["beyond_noise"] = bool(max(ba) < min(bb) or max(bb) < min(ba))
+    row["noise"] = {
+        "method": f"seed bands (A {len(ba)} seed(s), B {len(bb)} seed(s)): beyond noise when they do not overlap",
+        "a_band": [min(ba), max(ba)],
+        "b_band": [min(bb), max(bb)],
+    }
+    return row
 
 
 def _compare(name: str, stat: Stat, a: Run, b: Run, rng: np.random.Generator) -> dict[str, Any]:
+    if len(a.seeds) > 1 or len(b.seeds) > 1:
+        return _seed_bands(name, stat, a, b)
     na, nb = len(a.steady), len(b.steady)
     full_a, full_b = stat.values(a, np.arange(na)[None]), stat.values(b, np.arange(nb)[None])
     va = float(full_a[0]) if full_a is not None and np.isfinite(full_a[0]) else None
@@ -445,6 +511,10 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     if args.baseline is None and len(args.runs) != 2:
         raise UsageError(f"compare takes two runs (got {len(args.runs)}); or --baseline RUN_OR_DIR NEW...")
+    if args.out is not None:  # never inside a run directory, under a file or on a read-only disk
+        from bench.outdir import check_out
+
+        check_out(args.out, "compare")
     if args.out is not None and args.out.exists():
         raise UsageError(f"--out {args.out}: already exists; choose a new directory")
     pairs = (

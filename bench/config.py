@@ -23,6 +23,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 from bench import hwprofile
+from bench.cli import number_arg  # noqa: F401  (re-exported for old callers: the one numeric flag type)
 from bench.errors import UsageError
 from bench.overrides import Schema
 
@@ -426,25 +427,6 @@ def expected_range(v: Any, lo: float, lo_ok: bool, hi: float | None = None, hi_o
     if hi is None:
         return f"expected {'>=' if lo_ok else '>'} {lo}"
     return f"expected in {'[' if lo_ok else '('}{lo}, {hi}{']' if hi_ok else ')'}"
-
-
-def number_arg(lo: float, lo_ok: bool, kind: type = float) -> Any:
-    """argparse `type=` for a numeric flag (`--timeout`, `--max-points`): a finite `kind` in the range
-    from `lo` (argparse prints the line, exit 2); `float("nan")` would otherwise be taken as given."""
-    import argparse
-
-    def parse(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{text!r}: expected a {'whole ' * (kind is int)}number"
-            ) from None
-        if want := expected_range(value, lo, lo_ok):
-            raise argparse.ArgumentTypeError(f"{text}: {want}")
-        return value
-
-    return parse
 
 
 # experiment.name names results/<experiment>/ (and Slurm job names): one path segment, never `..`,

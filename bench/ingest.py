@@ -28,7 +28,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from bench import infer, infer_hardware, infer_teacher, stores
+from bench import infer, infer_hardware, infer_teacher, rundir, stores
 from bench.config import CONF_DIR, compose
 from bench.errors import EXIT_USAGE, UsageError
 from bench.ingest_run import (
@@ -350,44 +350,46 @@ def ingest_read(
     total = inferred["total_steps"]["value"]  # logged, else workload.steps=N given
     status, failure = run_status(len(result.steps), total, end, steps_reached(result.run_info))
     wall = wall_window(logs, result.steps, result.run_info)
-    paths = RunPaths(run_dir).make()
-    if result.steps:
-        write_steps(paths.steps, with_attempts(result.steps, found))
-    if result.rollouts:
-        write_rollouts(paths.rollouts, result.rollouts)
-    if not gpu_rows and store is not None and store.gpu_rows:  # W&B's system metrics
-        gpu_rows, gpu_files = store.gpu_rows, [*gpu_files, f"{store.path} (system metrics)"]
-    if gpu_rows:
-        write_gpu(paths.gpu, gpu_rows)
-    manifest: dict[str, Any] = {
-        "experiment": str(config["experiment"].get("name") or "ingested"),
-        "run_id": run_dir.name,
-        "framework": fw,
-        "framework_version": str(cfg.framework.version),
-        "mode": "native",
-        "status": status,
-        "failure": failure,
-        "source_logs": str(logs.resolve()),
-        "parsed_files": result.files + gpu_files,
-        "skipped_files": skipped,
-        "skipped_lines": result.skipped_lines,
-        "left_out_files": gpu_left,
-        "warnings": list(result.warnings) + skipped + gpu_left + attempts_warning(tried) + hw_findings,
-        "attempts": tried,
-        "source": store.manifest_entry() if store else {"kind": "console", "path": str(logs), "lacks": []},
-        "run_info": result.run_info,
-        "inferred": inferred,
-        "wall_window": wall,
-        "config": config,
-    }
-    if wall.get("wall_s") is not None:
-        manifest["wall_s"] = float(wall["wall_s"])
-    if wall.get("start_epoch_s") is not None:
-        manifest["start_epoch_s"], manifest["end_epoch_s"] = wall["start_epoch_s"], wall["end_epoch_s"]
-    if unstage is not None:  # read through a decompressed copy: name the originals
-        manifest = json.loads(unstage(json.dumps(manifest)))
-        manifest["source_logs"] = str(Path(manifest["source_logs"]).resolve())
-    write_manifest(paths, manifest)
+    with rundir.building(run_dir) as paths:  # a failed write (disk full) leaves no run directory
+        if result.steps:
+            write_steps(paths.steps, with_attempts(result.steps, found))
+        if result.rollouts:
+            write_rollouts(paths.rollouts, result.rollouts)
+        if not gpu_rows and store is not None and store.gpu_rows:  # W&B's system metrics
+            gpu_rows, gpu_files = store.gpu_rows, [*gpu_files, f"{store.path} (system metrics)"]
+        if gpu_rows:
+            write_gpu(paths.gpu, gpu_rows)
+        manifest: dict[str, Any] = {
+            "experiment": str(config["experiment"].get("name") or "ingested"),
+            "run_id": run_dir.name,
+            "framework": fw,
+            "framework_version": str(cfg.framework.version),
+            "mode": "native",
+            "status": status,
+            "failure": failure,
+            "source_logs": str(logs.resolve()),
+            "parsed_files": result.files + gpu_files,
+            "skipped_files": skipped,
+            "skipped_lines": result.skipped_lines,
+            "left_out_files": gpu_left,
+            "warnings": list(result.warnings) + skipped + gpu_left + attempts_warning(tried) + hw_findings,
+            "attempts": tried,
+            "source": store.manifest_entry()
+            if store
+            else {"kind": "console", "path": str(logs), "lacks": []},
+            "run_info": result.run_info,
+            "inferred": inferred,
+            "wall_window": wall,
+            "config": config,
+        }
+        if wall.get("wall_s") is not None:
+            manifest["wall_s"] = float(wall["wall_s"])
+        if wall.get("start_epoch_s") is not None:
+            manifest["start_epoch_s"], manifest["end_epoch_s"] = wall["start_epoch_s"], wall["end_epoch_s"]
+        if unstage is not None:  # read through a decompressed copy: name the originals
+            manifest = json.loads(unstage(json.dumps(manifest)))
+            manifest["source_logs"] = str(Path(manifest["source_logs"]).resolve())
+        write_manifest(paths, manifest)
     return result, manifest
 
 

@@ -130,7 +130,7 @@ class Terminated(BaseException):  # noqa: N818 - it is what happened, not an err
 
 
 class Cancelled(BaseException):  # noqa: N818 - what happened to the run, not an error of ours
-    """SIGINT or SIGTERM reached the `bench run` driver (bench.launch): every run it owns is
+    """SIGINT, SIGTERM or SIGHUP reached the `bench run` driver (bench.launch): every run it owns is
     cancelled. A BaseException for the same reason as Terminated; str(e) is the signal's name."""
 
     def __init__(self, signum: int):
@@ -147,9 +147,11 @@ def _cancel(signum: int, frame: Any) -> None:
 
 @contextlib.contextmanager
 def cancel_on_signals() -> Iterator[None]:
-    """Within the block SIGINT and SIGTERM raise Cancelled (the driver's jobs run inside it: a job
-    run in this process leaves the signals to the driver); the previous handlers come back after."""
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    """Within the block SIGINT, SIGTERM and SIGHUP (the terminal closed) raise Cancelled (the
+    driver's jobs run inside it: a job run in this process leaves the signals to the driver); the
+    previous handlers come back after. A SIGHUP already ignored (`nohup bench run`) stays ignored."""
+    hangup = [] if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN else [signal.SIGHUP]
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, *hangup)}
     for s in previous:
         signal.signal(s, _cancel)
     try:

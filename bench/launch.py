@@ -164,8 +164,7 @@ def print_dry_run(plans: list[JobPlan], runs: list[RunPaths]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m bench run ...`; exit 0 once submitted (or finished with --wait), 2 on problems."""
-    from bench.cli import add_overrides, command_parser
-    from bench.config import number_arg
+    from bench.cli import add_overrides, command_parser, number_arg
 
     ap = command_parser(
         "run",

@@ -266,7 +266,7 @@ def _total_gpus(c: Context) -> int:
         raise Missing("the manifest has no resolved config (GPU counts)")
     from bench.resolve import Resolved
 
-    return Resolved.from_config(c.cfg).total_gpus
+    return (c.resolved or Resolved.from_config(c.cfg)).total_gpus
 
 
 def _ingested_gpus(c: Context) -> int:
@@ -371,13 +371,20 @@ METRICS = {name: globals()[name] for name in METRIC_KEYS}
 class Context:
     """What the metric functions see: the trace, the window, the resolved config, computed values."""
 
-    def __init__(self, manifest: dict, steps: pd.DataFrame, rollouts, gpu):
+    def __init__(
+        self, manifest: dict, steps: pd.DataFrame, rollouts, gpu, cfg: Any = None, resolved: Any = None
+    ):
+        """`cfg` and its bench.resolve.Resolved: the composed config and its layout when the caller
+        holds them (bench.plan's points: rebuilding them was 4% of a point), else cfg is built from
+        manifest["config"] and the layout worked out from it when a metric needs it."""
         self.manifest = manifest
+        self.resolved = resolved
         self.steps = steps.sort_values("step").reset_index(drop=True)
         self.window = steady_window(self.steps)
         self.w = self.steps[(self.steps.step >= self.window.first) & (self.steps.step <= self.window.last)]
         self.rollouts, self.gpu = rollouts, gpu
-        self.cfg = OmegaConf.create(manifest["config"]) if manifest.get("config") else None
+        built = OmegaConf.create(manifest["config"]) if cfg is None and manifest.get("config") else None
+        self.cfg = cfg if cfg is not None else built
         # A plain namespace: flops_per_token on an OmegaConf node costs ~5 ms a call (1,000-step runs).
         model = manifest["config"].get("model") if manifest.get("config") else None
         self.model = SimpleNamespace(**model) if model else None

@@ -37,6 +37,7 @@ NEVER_OVERWRITTEN = {  # command -> what its refusal of an existing --out says
     "predict": "runs are never overwritten",
     "render": "a render replaces only its own earlier render",
     "report": "a report replaces only its own earlier report",
+    "reproduce": "a reproduce replaces only its own earlier output",
     "plan": "a plan is never overwritten",
     "calibrate": "a calibration is never overwritten",
 }

@@ -108,6 +108,13 @@ _WORK: Any = None  # this process's own copy of _BASE, set to each point in turn
 def emulate_point(item: tuple[int, int, int, float, int]) -> dict[str, Any]:
     """Emulate (trainer GPUs, generator GPUs, async bound, in-flight cap, seed) of _BASE; its KEPT
     figures."""
+    from bench.emulator.loop import gc_paused
+
+    with gc_paused():  # the whole point: its config, trace rows and metrics too (bench.emulator.loop)
+        return _point(item)
+
+
+def _point(item: tuple[int, int, int, float, int]) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     from bench import metrics
@@ -120,7 +127,8 @@ def emulate_point(item: tuple[int, int, int, float, int]) -> dict[str, Any]:
     if _WORK is None:
         _WORK = copy.deepcopy(_BASE)
     cfg = set_point(_WORK, t, g, bound, inflight, seed)
-    loop, _, _ = build(cfg, Resolved.from_config(cfg))
+    resolved = Resolved.from_config(cfg)
+    loop, _, _ = build(cfg, resolved)
     result = loop.run()
     # the run's metrics through bench.metrics' own functions, on the trace held in memory
     manifest = {
@@ -128,7 +136,7 @@ def emulate_point(item: tuple[int, int, int, float, int]) -> dict[str, Any]:
         "wall_s": result.wall_s,
         "config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
     }
-    c = metrics.Context(manifest, pd.DataFrame(step_rows(result)), None, None)
+    c = metrics.Context(manifest, pd.DataFrame(step_rows(result)), None, None, cfg, resolved)
     for name, fn in metrics.METRICS.items():
         try:
             v = fn(c)

@@ -149,6 +149,9 @@ def _write_new(path: Path, text: str) -> None:
     """Write a file the command owns: refused (one line) when it exists; OS errors named, no traceback."""
     if path.exists():
         raise UsageError(f"--out {path}: already exists; choose a new path")
+    from bench.outdir import check_out
+
+    check_out(path, "probe fit", is_file=True)  # never inside a run directory or under a file
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
@@ -199,6 +202,9 @@ def main(argv: list[str]) -> int:
     target = args.out / "probe.json"
     if target.exists():
         raise UsageError(f"--out {args.out}: already holds probe.json; choose a new directory")
+    from bench.outdir import check_out
+
+    check_out(args.out, "probe")  # never inside a run directory, over others' files or under a file
     try:
         args.out.mkdir(parents=True, exist_ok=True)
     except OSError as e:

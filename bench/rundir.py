@@ -12,6 +12,7 @@ import contextlib
 import datetime as dt
 import os
 import re
+import shutil
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -64,7 +65,8 @@ def allocate(results_dir: Path | str, experiment: str, framework: str, point: di
             root.mkdir()
         except FileExistsError:
             continue
-        return RunPaths(root).make()
+        with building(root, allocated=True) as paths:  # a full disk before its subfolders: no folder
+            return paths
     raise RuntimeError(f"{base}: could not allocate a run directory for {stem} (1000 taken)")
 
 
@@ -137,6 +139,46 @@ def initial_manifest(
             "requeues": 0,
         },
     }
+
+
+@contextlib.contextmanager
+def building(root: Path | str, allocated: bool = False) -> Iterator[RunPaths]:
+    """Yield RunPaths(root), made, for a block that writes a new run directory up to its manifest;
+    if the block fails (a full disk, a refusal, a bug), remove everything it made and re-raise, so
+    either a complete run directory exists or nothing does: never a folder without manifest.json.
+    An OSError (disk full, read-only) becomes one UsageError line naming the file and the reason.
+
+    `allocated`: `root` was just created by `allocate` and is removed whole; otherwise `root` is new
+    or an empty folder the user named (`--out`, accepted by bench.outdir.check_out), left empty."""
+    root = Path(root)
+    keep_root = root.is_dir() and not allocated
+    try:
+        yield RunPaths(root).make()
+    except BaseException as e:
+        discard(root, keep_root)
+        if isinstance(e, OSError):  # the disk refused (full, read-only): one line, not a traceback
+            from bench.errors import UsageError
+
+            why = os.strerror(e.errno) if e.errno else str(e)
+            raise UsageError(
+                f"{e.filename or root}: cannot write ({why}); its run directory was removed, "
+                "free space or write elsewhere"
+            ) from None
+        raise
+
+
+def discard(root: Path | str, keep_root: bool = False) -> None:
+    """Remove a run directory this process made and never handed on (nothing submitted, no manifest
+    anyone has read); `keep_root`: empty it but keep the folder itself (it existed before)."""
+    root = Path(root)
+    if not keep_root:
+        shutil.rmtree(root, ignore_errors=True)
+        return
+    for child in root.iterdir() if root.is_dir() else ():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
 
 
 def start(paths: RunPaths, manifest: dict[str, Any]) -> None:

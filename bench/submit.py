@@ -9,7 +9,9 @@ resource request are one job array (submitit's `executor.batch()`).
 
 from __future__ import annotations
 
+import copy
 import os
+import re
 import shlex
 import sys
 from itertools import groupby
@@ -91,16 +93,19 @@ def prepare(p: Any, dry_run: bool = False) -> RunPaths:
     cfg = p.cfg
     where = f"{cfg.experiment.name}/dry-run" if dry_run else cfg.experiment.name
     p.paths = rundir.allocate(rundir.REPO / cfg.results_dir, where, p.framework, p.point)
-    manifest = rundir.initial_manifest(cfg, p.paths, p.point, p.overrides, p.resolved)
-    manifest["dispatch"].update(nodes=p.nodes, gpus_per_node=p.gpus_per_node, gpus=p.nodes * p.gpus_per_node)
-    if dry_run:
-        manifest["dispatch"]["state"] = "DRY_RUN"
-    rundir.start(p.paths, manifest)
-    rundir.write_resolved_config(p.paths, manifest["config"], manifest["resolved"])
-    if p.launch is not None:
-        p.launch.write(p.paths.launch)
-    else:
-        (p.paths.launch / "render_error.txt").write_text(redact_text(f"{p.render_error}\n"))
+    with rundir.building(p.paths.root, allocated=True):  # a failed write: no half-written run left
+        manifest = rundir.initial_manifest(cfg, p.paths, p.point, p.overrides, p.resolved)
+        manifest["dispatch"].update(
+            nodes=p.nodes, gpus_per_node=p.gpus_per_node, gpus=p.nodes * p.gpus_per_node
+        )
+        if dry_run:
+            manifest["dispatch"]["state"] = "DRY_RUN"
+        rundir.start(p.paths, manifest)
+        rundir.write_resolved_config(p.paths, manifest["config"], manifest["resolved"])
+        if p.launch is not None:
+            p.launch.write(p.paths.launch)
+        else:
+            (p.paths.launch / "render_error.txt").write_text(redact_text(f"{p.render_error}\n"))
     return p.paths
 
 
@@ -108,21 +113,25 @@ def submit(plans: list[Any], dry_run: bool = False) -> list[RunPaths]:
     """Prepare every run directory, then submit (or, dry, only write launch/submit.sbatch)."""
     from bench.monitor import slurm_env
 
-    runs = [prepare(p, dry_run) for p in plans]
-    for _, group_iter in groupby(sorted(plans, key=_group_key), key=_group_key):
-        group = list(group_iter)
+    groups = [list(g) for _, g in groupby(sorted(plans, key=_group_key), key=_group_key)]
+    runs: list[RunPaths] = []
+    try:  # every run directory complete before the first job goes, or none left (a full disk)
+        for p in plans:
+            runs.append(prepare(p, dry_run))
+        for group in groups:
+            _write_sbatch(group, _submitit_folder(group[0].cfg))
+    except BaseException:
+        for run in runs:
+            rundir.discard(run.root)
+        raise
+    for group in groups:
         cfg = group[0].cfg
         os.environ.update(slurm_env(cfg.cluster))
         if cfg.cluster.executor == "local":
-            _write_sbatch(group, folder=None)
             if not dry_run:
                 _run_local(group)
             continue
-        folder = Path(
-            cfg.results_dir if Path(cfg.results_dir).is_absolute() else rundir.REPO / cfg.results_dir
-        )
-        folder = folder / cfg.experiment.name / ".submitit"
-        _write_sbatch(group, folder)
+        folder = _submitit_folder(cfg)
         if dry_run:
             continue
         try:
@@ -135,6 +144,45 @@ def submit(plans: list[Any], dry_run: bool = False) -> list[RunPaths]:
                 )  # fmt: skip
             print(f"submission failed for {len(group)} job(s): {e}", file=sys.stderr)
     return runs
+
+
+def _submitit_folder(cfg: Any) -> Path | None:
+    """results/<experiment>/.submitit/, where submitit keeps a Slurm job's pickle and logs; None
+    on cluster=local (the jobs run in this process)."""
+    if cfg.cluster.executor == "local":
+        return None
+    results = Path(cfg.results_dir) if Path(cfg.results_dir).is_absolute() else rundir.REPO / cfg.results_dir
+    return results / cfg.experiment.name / ".submitit"
+
+
+def job_config(cfg: Any) -> Any:
+    """The config the job is handed (pickled by submitit into results/<experiment>/.submitit/ for
+    a Slurm job): a copy of `cfg` with every value bench.redact hides replaced by its redacted form,
+    so no file the suite writes holds a secret. The job loses nothing it could use: a secret the job
+    would run with is refused before submission (bench.validate), since its launch is written redacted."""
+    from omegaconf import read_write
+
+    from bench.redact import redact, secret_paths
+    from bench.validate import to_container
+
+    plain = to_container(cfg)
+    found = secret_paths(plain)
+    if not found:
+        return cfg
+    hidden, out = redact(plain), copy.deepcopy(cfg)
+    for path in found:
+        *parents, last = [
+            int(k[1:-1]) if k.startswith("[") else k for k in re.findall(r"\[\d+\]|[^.\[\]]+", path)
+        ]
+        node, shown = out, hidden
+        for key in parents:
+            node, shown = node[key], shown[key]
+        with read_write(node):
+            try:
+                node[last] = shown[last]
+            except Exception:  # a typed non-string field (an int under a secret's name): drop the value
+                node[last] = None
+    return out
 
 
 def _write_sbatch(group: list[Any], folder: Path | None) -> None:
@@ -158,7 +206,7 @@ def _submit_slurm(group: list[Any], folder: Path) -> None:
     ex.update_parameters(**sbatch_params(cfg, group[0].nodes, f"bench-{cfg.experiment.name}", folder))
     submitted_at = rundir.now_iso()
     with ex.batch():
-        jobs = [ex.submit(BenchJob(), str(p.paths.root), p.cfg) for p in group]
+        jobs = [ex.submit(BenchJob(), str(p.paths.root), job_config(p.cfg)) for p in group]
     for p, job in zip(group, jobs, strict=True):
         main_id, _, index = job.job_id.partition("_")
         rundir.update(
@@ -176,4 +224,4 @@ def _run_local(group: list[Any]) -> None:
     """cluster.executor=local: the same callable, in this process (a laptop has no queue)."""
     for p in group:
         rundir.update(p.paths, state="PENDING", submitted_at=rundir.now_iso())
-        BenchJob()(str(p.paths.root), p.cfg)
+        BenchJob()(str(p.paths.root), job_config(p.cfg))

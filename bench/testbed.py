@@ -319,7 +319,7 @@ def status(tb: Testbed | None = None) -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m bench testbed up | down | status`."""
-    from bench.cli import command_parser
+    from bench.cli import command_parser, positive_seconds
 
     ap = command_parser(
         "testbed",
@@ -331,7 +331,9 @@ def main(argv: list[str] | None = None) -> int:
         ["python -m bench testbed up", "python -m bench testbed status"],
     )
     ap.add_argument("action", choices=["up", "down", "status"], help="up, down or status")
-    ap.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for idle nodes (up)")
+    ap.add_argument(
+        "--timeout", type=positive_seconds, default=60.0, help="seconds to wait for idle nodes (up)"
+    )
     args = ap.parse_args(argv)
     tb = from_config()
     try:

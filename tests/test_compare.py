@@ -111,3 +111,42 @@ def test_out_writes_a_page_with_both_distributions(runs, tmp_path):
     assert "<svg" in (out / "step_time.svg").read_text()
     r = bench("compare", str(runs["a"]), str(runs["seed1"]), "--out", str(out))
     assert r.returncode == 2 and "already exists" in r.stderr
+
+
+@pytest.fixture(scope="module")
+def seed_sets(runs, tmp_path_factory) -> dict[str, Path]:
+    """Three seeds of the smoke workload on verl, and the same three with 20 s more weight sync a step."""
+    root = tmp_path_factory.mktemp("seeds")
+    base, slow = root / "base", root / "slow"
+    base.mkdir()
+    slow.mkdir()
+    for seed in (0, 1, 2):
+        out = base / f"seed{seed}"
+        r = bench(
+            "emulate", "experiment=smoke", "framework=verl", f"experiment.seed={seed}", "--out", str(out)
+        )
+        assert r.returncode == 0, r.stderr
+        grown(out, slow / f"seed{seed}", "sync_s", 20.0)
+    return {"base": base, "slow": slow}
+
+
+def test_seed_sets_are_compared_by_their_seed_bands(seed_sets):
+    result = compare_json(str(seed_sets["base"]), str(seed_sets["slow"]))
+    flagged = [p["phase"] for p in result["phases"] if p["beyond_noise"]]
+    assert flagged == ["sync_s"]
+    sync = next(p for p in result["phases"] if p["phase"] == "sync_s")
+    assert sync["noise"]["method"].startswith("seed bands (A 3 seed(s), B 3 seed(s))")
+    assert sync["b"] - sync["a"] == pytest.approx(20.0)
+    wait = next(p for p in result["phases"] if p["phase"] == "wait_s")
+    lo, hi = wait["noise"]["a_band"]
+    assert lo < hi and wait["beyond_noise"] is False  # seeds differ; the same seeds do not move
+
+
+def test_a_folder_of_different_configurations_is_not_a_seed_set(runs, tmp_path):
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    shutil.copytree(runs["a"], mixed / "a")
+    shutil.copytree(runs["small"], mixed / "small")
+    r = bench("compare", str(mixed), str(runs["a"]))
+    assert r.returncode == 2
+    assert r.stderr.startswith(f"error: {mixed}: not one configuration's seeds (a and small differ: model: ")

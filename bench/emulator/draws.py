@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from types import SimpleNamespace
 from typing import Any
 
@@ -35,6 +35,9 @@ class GroupChunk:
     zero_adv: np.ndarray  # bool per group: every rollout passed or every one failed
     solve_all: np.ndarray  # bool per group
     solve_none: np.ndarray  # bool per group
+    # what runs replaying this chunk derive from it (rollouts.add_chunk, generator.Pool.prepare),
+    # by engine: every split of a plan derives the same arrays from the same draws
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass
@@ -115,7 +118,8 @@ class Draws:
         c = self._draw(groups, d)
         if k == len(log):  # the first run to get this far: keep it for the next ones
             for f in fields(c):
-                getattr(c, f.name).setflags(write=False)
+                if f.name != "memo":
+                    getattr(c, f.name).setflags(write=False)
             log.append(_Drawn(groups, d, c, self.rng.bit_generator.state))
             self._k += 1
         else:  # asked for something else than the earlier run: this run draws its own from here

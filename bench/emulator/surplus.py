@@ -27,6 +27,7 @@ def stop_in_flight(
     flight at t. `decoded`: tokens each rollout of a group on an engine had decoded (the engine's
     stop); `never_placed`: groups still queued for an engine slot, which spent no time yet;
     `placed_at`: when groups that had queued for a slot got one (their environment time began)."""
+    rollouts.flush()  # t_dispatch and version_start are read (abort) and copied to history below
     r, G = rollouts.table.cols, rollouts.group_size
     rows = rollouts.members(groups)
     running = r["status"][rows] == RUNNING
@@ -61,6 +62,7 @@ def resume_segments(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Restart group g's aborted rollouts at t with the tokens they had left; return the group's
     (work, delay) per rollout for the engine (0, 0 for members that had already finished)."""
+    rollouts.flush()  # the group's first dispatch is written before its resumed rows' own
     rows, r = rollouts.rows(g), rollouts.table.cols
     again = r["status"][rows] == RESUMED
     left, work = r["left"][rows], r["work"][rows]

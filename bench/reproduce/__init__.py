@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from bench.fixtures import fixtures_dir
+from bench.outdir import check_out, staged
 from bench.reproduce import sources, table
 from bench.reproduce.spec import PUBLISHED_DIR, SpecError, load_cases
 
@@ -96,8 +97,9 @@ def main(argv: list[str]) -> int:
         "and with --strict also 1 when one is out of tolerance.",
         "conf/published/*.yaml, conf/ for the emulated figures, and the opd-benchmark logs under "
         "--data-root for the figures measured from real runs.",
-        "the directory --out: index.html, reproduce.md and reproduce.csv, and runs/ with the run directories the "
-        "figures were computed from; the table goes to stdout.",
+        "the directory --out (new, empty, or an earlier reproduce's, replaced whole): index.html, reproduce.md "
+        "and reproduce.csv, and runs/ with the run directories the figures were computed from; the table goes "
+        "to stdout.",
         ["python -m bench reproduce published=opd_frameworks --strict"],
     )
     ap.add_argument(
@@ -126,6 +128,9 @@ def main(argv: list[str]) -> int:
         if not item.startswith("published="):
             ap.error(f"unexpected argument {item!r}; expected published=NAME[,NAME]")
         names += [n for n in item.split("=", 1)[1].split(",") if n]
+    # --out is refused like report's (a run directory, another command's files); an earlier
+    # reproduce there is replaced whole, the new one written aside and renamed into place
+    check_out(args.out, "reproduce", replace_own=True)
     try:
         readers = [
             c.name
@@ -139,7 +144,8 @@ def main(argv: list[str]) -> int:
                 file=sys.stderr,
             )
             return 2
-        rows = run(names, args.data_root, args.out, args.published_dir)
+        with staged(args.out, "reproduce") as tmp:
+            rows = run(names, args.data_root, tmp, args.published_dir)
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

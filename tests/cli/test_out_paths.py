@@ -80,8 +80,9 @@ def fill(mnt: Path, leave: int = 0) -> None:
         [*EMULATE, "--out", "notes.txt/out"],
         ["ingest", "--framework", "verl", "--logs", "notes.txt", "--out", "notes.txt/out"],
         ["report", ".", "--out", "notes.txt/sub/out"],
+        ["reproduce", "published=sa_cost_ratios", "--out", "notes.txt/out"],
     ],
-    ids=["render", "emulate", "ingest", "report"],
+    ids=["render", "emulate", "ingest", "report", "reproduce"],
 )
 def test_an_out_under_a_file_is_one_line_with_the_os_reason(tmp_path: Path, args):
     (tmp_path / "notes.txt").write_text("a file, not a folder\n")
@@ -115,8 +116,11 @@ def test_render_never_rewrites_a_run_directorys_launch(run: Path, tmp_path: Path
         [*EMULATE, "--out", "{run}/again"],
         ["report", "{run}", "--out", "{run}/report"],
         ["calibrate", "{run}", "--out", "{run}/trace/calibration.yaml"],
+        ["reproduce", "published=sa_cost_ratios", "--out", "{run}/reproduce"],
+        ["compare", "{run}", "{run}", "--out", "{run}/compare"],
+        ["probe", "--quick", "--out", "{run}/probe"],
     ],
-    ids=["emulate", "report", "calibrate"],
+    ids=["emulate", "report", "calibrate", "reproduce", "compare", "probe"],
 )
 def test_nothing_is_written_inside_a_run_directory(run: Path, tmp_path: Path, args):
     before = tree(run)
@@ -197,6 +201,29 @@ def test_a_report_replaces_its_own_earlier_report_and_nothing_else(run: Path, tm
     assert tree(tmp_path) == before
 
 
+def test_a_reproduce_replaces_its_own_earlier_output_and_nothing_else(tmp_path: Path):
+    reproduce = ["reproduce", "published=sa_cost_ratios", "--out"]
+    assert bench(tmp_path, *reproduce, "rep").returncode == 0
+    (tmp_path / "rep" / "stale.txt").write_text("left by the earlier reproduce")
+    res = bench(tmp_path, *reproduce, "rep")  # its own earlier output: replaced whole
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[-1].endswith(f"written to {Path('rep') / 'index.html'} and reproduce.md")
+    assert sorted(p.name for p in (tmp_path / "rep").iterdir()) == [
+        ".bench-output.json", "index.html", "reproduce.csv", "reproduce.md",
+    ]  # fmt: skip
+    assert [p.name for p in tmp_path.iterdir()] == ["rep"]  # no temporary or old copy left beside it
+    old = tmp_path / "reports" / "reproduce"  # written before the marker existed, or by hand
+    old.mkdir(parents=True)
+    (old / "reproduce.md").write_text("an earlier table")
+    before = tree(tmp_path)
+    refused(
+        bench(tmp_path, *reproduce, str(old)),
+        f"--out {old}: already exists (not empty, holds files bench reproduce did not write); a reproduce "
+        "replaces only its own earlier output, choose a new --out",
+    )
+    assert tree(tmp_path) == before
+
+
 def test_a_full_disk_leaves_the_earlier_report_whole(run: Path, tmpfs: Path, tmp_path: Path):
     out = tmpfs / "report"
     assert bench(tmp_path, "report", str(run), "--out", str(out)).returncode == 0
@@ -225,10 +252,34 @@ def test_a_full_results_dir_ends_the_runs_bench_run_allocated(tmpfs: Path, tmp_p
     res = bench(tmp_path, "run", "experiment=smoke", "framework=verl", f"results_dir={tmpfs}")
     assert "Traceback" not in res.stderr and res.returncode == 2, res.stderr
     (line,) = res.stderr.splitlines()
-    assert line.startswith("error: ") and line.endswith(
-        ": cannot write (No space left on device); runs already allocated are marked failed"
+    assert line.startswith(f"error: {tmpfs}/smoke/verl-") and line.endswith(
+        "/manifest.json: cannot write (No space left on device); its run directory was removed, "
+        "free space or write elsewhere"
     )
     assert not list((tmpfs / "smoke").glob("*/")), "a run directory without its manifest"
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new-out", "empty-out"])
+def test_a_full_disk_mid_ingest_leaves_no_run_directory(
+    opd_results: Path, tmpfs: Path, tmp_path: Path, existing
+):
+    """The real verl logs parse, the run's folders are made (a tmpfs directory costs no block), and
+    the first trace file meets ENOSPC: what ingest made is removed (an empty --out it was given
+    stays, empty), so no folder is ever left without its manifest."""
+    out = tmpfs / "verl"
+    if existing:
+        out.mkdir()
+    fill(tmpfs)
+    res = bench(
+        tmp_path, "ingest", "--framework", "verl", "--logs", str(opd_results / "verl"), "--out", str(out)
+    )
+    refused(
+        res,
+        f"{out / 'trace' / 'steps.parquet'}: cannot write (No space left on device); its run directory "
+        "was removed, free space or write elsewhere",
+    )
+    assert sorted(p.name for p in tmpfs.iterdir()) == (["filler", "verl"] if existing else ["filler"])
+    assert not existing or list(out.iterdir()) == []
 
 
 def test_a_full_disk_in_any_other_writer_is_one_line_naming_the_file(run: Path, tmpfs: Path, tmp_path: Path):

@@ -59,7 +59,7 @@ def _emulating(results: Path, driver: subprocess.Popen, runs: int = 1) -> list[P
         time.sleep(0.2)
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)])
 def test_a_signal_to_the_driver_cancels_every_run_it_owns_with_the_signal_named(results, sig, code):
     driver = _driver(results, "verl", "slime")
     runs = _emulating(results, driver, runs=2)

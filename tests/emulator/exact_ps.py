@@ -93,7 +93,7 @@ class ExactEngine:
         for e in range(self.engines):
             self._reschedule(e)
 
-    def prepare(self, work: np.ndarray, delay: np.ndarray) -> None:
+    def prepare(self, work: np.ndarray, delay: np.ndarray, memo: dict | None = None) -> None:
         """Nothing to precompute: every rollout is its own event pair."""
 
     def pause(self, t: float, until: float) -> None:

@@ -57,3 +57,18 @@ def test_outside_shared_every_run_draws_its_own():
     a, b = Draws(cfg, 0).chunk(256, 0), Draws(cfg, 0).chunk(256, 0)
     assert a is not b and np.array_equal(a.response_tokens, b.response_tokens)
     a.response_tokens[0] = 1  # a run's own chunk stays writeable
+
+
+def test_a_run_on_another_engine_derives_its_own_delays_and_group_shapes_from_a_shared_chunk():
+    """What a run derives from a shared chunk (prefill delays, group shapes: GroupChunk.memo) is kept
+    per engine: case 1 on engines of 4 GPUs after engines of 8 (other prefill and decode rates) gives
+    the trace it gives alone, and the chunk holds one entry per engine."""
+    tp4 = [*CASE1, "experiment.generator.tp=4", "experiment.generator.ep=4"]
+    alone = trace_sha256(tp4)
+    with draws.shared():
+        trace_sha256(CASE1)
+        after_tp8 = trace_sha256(tp4)
+        (log,) = draws._SHARED.values()
+    assert after_tp8 == alone
+    assert len(log[0].chunk.memo) == 2
+    assert all(not a.flags.writeable for m in log[0].chunk.memo.values() for a in (m["delay"], m["work"]))

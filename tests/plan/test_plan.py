@@ -221,3 +221,22 @@ def test_a_cost_tie_within_the_seed_bands_goes_to_the_lower_trainer_idle():
     pts.loc[1, f"{u}_min"] = 6.63  # 200's band no longer reaches 216's: the cheapest wins
     pts.loc[0, f"{u}_min"] = 6.63
     assert plan.recommend(pts).generator_gpus == 216
+
+
+def test_a_plan_point_has_the_figures_of_the_full_emulated_run_directory(tmp_path):
+    """A plan point keeps no rollout rows and reuses its config, layout, shared draws and chunk
+    shapes; its figures are those of `bench emulate` on the same point (trace written, metrics.json
+    computed from the files), exactly, split after split and seed after seed."""
+    from bench.emulator.run import emulate
+
+    base = ["experiment=smoke", "framework=verl", "emulator.steps=6", "cluster.gpus_per_node=2"]
+    items = [(8, 8, 1, 1.0, 0), (4, 12, 1, 1.0, 0), (8, 8, 1, 1.0, 1), (8, 8, 2, 1.5, 1)]
+    rows = plan.emulate_all(compose(base), items, jobs=1)
+    for (t, g, bound, inflight, seed), row in zip(items, rows.to_dict("records"), strict=True):
+        point = [f"experiment.trainer_gpus={t}", f"experiment.generator_gpus={g}",
+                 f"workload.staleness_budget={bound}", f"experiment.oversampling={inflight}",
+                 f"experiment.seed={seed}"]  # fmt: skip
+        run = emulate(compose([*base, *point]), tmp_path / f"{t}-{g}-{bound}-{inflight}-{seed}")
+        full = json.loads(run.metrics.read_text())
+        assert {k: row[k] for k in plan.KEPT} == {k: full[k] for k in plan.KEPT}, (t, g, bound, inflight, seed)
+        assert row["zero_advantage_frac"] is not None and row["trajectories_per_s"] > 0
