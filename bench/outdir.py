@@ -101,12 +101,28 @@ def _unwritable(base: Path) -> int | None:
     return None if os.access(base, os.W_OK | os.X_OK) else errno.EACCES
 
 
+# What a report or a reproduce wrote before the marker existed (the releases before this round): a
+# directory holding its signature file and nothing but its own names is that command's earlier output,
+# so `make bench` and `make reproduce` go on replacing what they wrote before the upgrade.
+UNMARKED_OUTPUTS = {
+    "report": ("summary.md", {"index.html", "summary.md", "summary.csv", "figures"}),
+    "reproduce": ("reproduce.md", {"index.html", "reproduce.md", "reproduce.csv", "runs"}),
+}
+
+
 def written_by(directory: Path | str) -> str | None:
-    """The command whose MARKER `directory` holds, or None (no marker, or one that is unreadable)."""
+    """The command whose MARKER `directory` holds, or whose unmarked earlier output it is
+    (UNMARKED_OUTPUTS); None otherwise."""
+    directory = Path(directory)
     try:
-        return json.loads((Path(directory) / MARKER).read_text()).get("command")
+        return json.loads((directory / MARKER).read_text()).get("command")
     except (OSError, ValueError, AttributeError):
-        return None
+        pass
+    names = {p.name for p in directory.iterdir()} if directory.is_dir() else set()
+    for command, (signature, own) in UNMARKED_OUTPUTS.items():
+        if signature in names and names <= own:
+            return command
+    return None
 
 
 def os_refusal(out: Path | str, e: OSError, kept: bool = True) -> UsageError:

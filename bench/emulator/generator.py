@@ -175,15 +175,21 @@ class Pool:
         return self.rate[i if i < self.top else self.top]  # min(max(i, 1), top), without the calls
 
     def _reschedule(self, e: int) -> None:
+        """Engine e's next event at its current rate (one call per engine event: _rate inlined)."""
         h, groups = self.e_heap[e], self.groups
         while h and h[0][1] not in groups:
             heapq.heappop(h)
-        self.epoch[e] += 1
+        self.epoch[e] = epoch = self.epoch[e] + 1
         if h:
             dv = h[0][0] - self.V[e]
             self.seq += 1
-            tn = self.t_e[e] + (dv / self._rate(e) if dv > 0 else 0.0)
-            heapq.heappush(self.heap, (tn, self.seq, ENGINE, e, self.epoch[e]))
+            if dv > 0:
+                i = int(self.B[e] + 0.5)
+                i = 1 if i < 1 else i
+                tn = self.t_e[e] + dv / self.rate[i if i < self.top else self.top]
+            else:
+                tn = self.t_e[e] + 0.0
+            heapq.heappush(self.heap, (tn, self.seq, ENGINE, e, epoch))
 
     def pause(self, t: float, until: float) -> None:
         """No decoding between t and `until` (weights loading, or training on colocated GPUs)."""

@@ -160,6 +160,10 @@ class Rollouts:
         every rollout's own (final) row, each with its `rollout` id; and their per-rollout draws."""
         self.flush()
         r, h = self.table.view(), self.history.view()
-        seg = {k: np.concatenate([h[k], r[k][:rollouts]]) for k in SEGMENT}
-        seg["rollout"] = np.concatenate([h["rollout"], np.arange(rollouts)])
+        if self.history.n:
+            seg = {k: np.concatenate([h[k], r[k][:rollouts]]) for k in SEGMENT}
+            seg["rollout"] = np.concatenate([h["rollout"], np.arange(rollouts)])
+        else:  # no resumed segment (no abort): the rows themselves, not a copy of 7 columns
+            seg = {k: r[k][:rollouts] for k in SEGMENT}
+            seg["rollout"] = np.arange(rollouts)
         return seg, {k: r[k][:rollouts] for k in DRAWN}

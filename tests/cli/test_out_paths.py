@@ -212,9 +212,17 @@ def test_a_reproduce_replaces_its_own_earlier_output_and_nothing_else(tmp_path: 
         ".bench-output.json", "index.html", "reproduce.csv", "reproduce.md",
     ]  # fmt: skip
     assert [p.name for p in tmp_path.iterdir()] == ["rep"]  # no temporary or old copy left beside it
-    old = tmp_path / "reports" / "reproduce"  # written before the marker existed, or by hand
+    old = tmp_path / "reports" / "reproduce"  # written before the marker existed: its own names only
     old.mkdir(parents=True)
     (old / "reproduce.md").write_text("an earlier table")
+    (old / "index.html").write_text("an earlier page")
+    assert bench(tmp_path, *reproduce, str(old)).returncode == 0  # replaced, as `make reproduce` did
+    assert (old / ".bench-output.json").is_file()
+    mixed = tmp_path / "mixed"  # the same names beside a file of someone else's
+    mixed.mkdir()
+    (mixed / "reproduce.md").write_text("an earlier table")
+    (mixed / "notes.txt").write_text("mine")
+    old = mixed
     before = tree(tmp_path)
     refused(
         bench(tmp_path, *reproduce, str(old)),

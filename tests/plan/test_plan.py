@@ -238,5 +238,5 @@ def test_a_plan_point_has_the_figures_of_the_full_emulated_run_directory(tmp_pat
                  f"experiment.seed={seed}"]  # fmt: skip
         run = emulate(compose([*base, *point]), tmp_path / f"{t}-{g}-{bound}-{inflight}-{seed}")
         full = json.loads(run.metrics.read_text())
-        assert {k: row[k] for k in plan.KEPT} == {k: full[k] for k in plan.KEPT}, (t, g, bound, inflight, seed)
+        assert {k: row[k] for k in plan.KEPT} == {k: full[k] for k in plan.KEPT}, point
         assert row["zero_advantage_frac"] is not None and row["trajectories_per_s"] > 0
