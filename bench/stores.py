@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from bench.errors import UsageError
+from runners.config_tree import set_dotted, yaml_scalar
 
 SOURCES = ("console", "wandb", "table", "tensorboard", "mlflow")
 TABLE_SUFFIXES = (".csv", ".parquet", ".jsonl")
@@ -285,6 +286,18 @@ def _finish_gpu(run: StoreRun) -> None:
             r["t_s"] -= t0
 
 
+def _metrics_only(run: StoreRun, no_config: str, no_gpu: str) -> StoreRun:
+    """A store of per-step metrics alone: its wall window from their timestamps, and what it lacks."""
+    if run.times:
+        run.start_epoch, run.end_epoch = min(run.times.values()), max(run.times.values())
+    run.lacks = ALWAYS_LACKS + [
+        f"the run's config ({no_config}): pass model=, hardware= and the workload keys",
+        f"GPU telemetry ({no_gpu})",
+        "the console",
+    ]
+    return run
+
+
 # ---------------------------------------------------------------------------------------------------
 # A W&B history table: the UI's CSV export, or run.history() / scan_history() saved as CSV, parquet
 # or JSON lines, with `_step`.
@@ -312,14 +325,9 @@ def read_table(path: Path) -> StoreRun:
             _put(run, step, str(key), value)
         if isinstance(record.get("_timestamp"), int | float) and not math.isnan(record["_timestamp"]):
             run.times[int(step)] = float(record["_timestamp"])
-    if run.times:
-        run.start_epoch, run.end_epoch = min(run.times.values()), max(run.times.values())
-    run.lacks = ALWAYS_LACKS + [
-        "the run's config (a history table holds metrics only): pass model=, hardware= and the workload keys",
-        "GPU telemetry (system metrics are a separate W&B stream)",
-        "the console",
-    ]
-    return run
+    return _metrics_only(
+        run, "a history table holds metrics only", "system metrics are a separate W&B stream"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -346,14 +354,7 @@ def read_tensorboard(path: Path) -> StoreRun:
             if len(values) == 1:
                 _put(run, ev.step, tag, values[0])
                 run.times[int(ev.step)] = max(run.times.get(int(ev.step), 0.0), ev.wall_time)
-    if run.times:
-        run.start_epoch, run.end_epoch = min(run.times.values()), max(run.times.values())
-    run.lacks = ALWAYS_LACKS + [
-        "the run's config (event files hold scalars): pass model=, hardware= and the workload keys",
-        "GPU telemetry",
-        "the console",
-    ]
-    return run
+    return _metrics_only(run, "event files hold scalars", "event files hold no system metrics")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -382,7 +383,7 @@ def read_mlflow(path: Path) -> StoreRun:
         for f in params.rglob("*")
         if f.is_file()
     }
-    run.config = _nest({k.replace("/", "."): _scalar(v) for k, v in flat.items()})
+    run.config = _nest({k.replace("/", "."): yaml_scalar(v) for k, v in flat.items()})
     meta = yaml.safe_load((root / "meta.yaml").read_text()) if (root / "meta.yaml").is_file() else {}
     if isinstance(meta, dict) and meta.get("start_time"):
         run.start_epoch = meta["start_time"] / 1000.0
@@ -394,27 +395,11 @@ def read_mlflow(path: Path) -> StoreRun:
     return run
 
 
-def _scalar(text: str) -> Any:
-    """An MLflow param (always text) as the value it stood for: numbers, booleans, lists, or the text."""
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
-
-
 def _nest(flat: dict[str, Any]) -> dict[str, Any]:
     """`a.b.c: v` (MLflow params, W&B flattened configs) -> {a: {b: {c: v}}}."""
     out: dict[str, Any] = {}
     for key, value in flat.items():
-        node = out
-        parts = key.split(".")
-        for part in parts[:-1]:
-            nxt = node.setdefault(part, {})
-            if not isinstance(nxt, dict):
-                break
-            node = nxt
-        else:
-            node[parts[-1]] = value
+        set_dotted(out, key, value)
     return out
 
 

@@ -57,6 +57,27 @@ class Tree:
         return v, source(self.root, self.path, self.lines.get(key))
 
 
+def yaml_scalar(raw: str) -> Any:
+    """A value written as text (an override, an MLflow param) as YAML reads it; the text itself when
+    it is not YAML; None when empty."""
+    try:
+        return yaml.safe_load(raw) if raw else None
+    except yaml.YAMLError:
+        return raw
+
+
+def set_dotted(tree: dict[str, Any], key: str, value: Any) -> bool:
+    """tree[a][b][c] = value for key `a.b.c`; False (nothing set) when a prefix already holds a value."""
+    node = tree
+    parts = key.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            return False
+    node[parts[-1]] = value
+    return True
+
+
 def from_yaml(text: str, path: Path, root: Path) -> Tree | None:
     """A YAML mapping with each key's line (from the YAML node marks)."""
     try:
@@ -88,18 +109,7 @@ def from_overrides(text: str, path: Path, root: Path) -> Tree | None:
         if not m:
             continue
         key, raw = m.group(1), m.group(2)
-        try:
-            value = yaml.safe_load(raw) if raw else None
-        except yaml.YAMLError:
-            value = raw
-        node = data
-        parts = key.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                break
-        else:
-            node[parts[-1]] = value
+        if set_dotted(data, key, yaml_scalar(raw)):
             lines[key] = i
     return Tree(data, lines, path, root) if data else None
 
@@ -202,17 +212,6 @@ def from_command(text: str, path: Path, root: Path) -> Tree | None:
             raw = SHELL_REF.sub(lambda r: env.get(r.group(1), r.group(0)), raw)
             if "$" in raw:
                 continue  # a variable the log never sets: the value is unknown
-            try:
-                value = yaml.safe_load(raw) if raw else None
-            except yaml.YAMLError:
-                value = raw
-            node = data
-            parts = key.split(".")
-            for part in parts[:-1]:
-                node = node.setdefault(part, {})
-                if not isinstance(node, dict):
-                    break
-            else:
-                node[parts[-1]] = value
+            if set_dotted(data, key, yaml_scalar(raw)):
                 lines[key] = i
     return Tree(data, lines, path, root) if data else None
