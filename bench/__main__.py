@@ -27,7 +27,10 @@ COMMANDS = {
     "emulate": ("bench.emulator.run:main", "emulate one framework on one experiment into a run dir"),
     "calibrate": ("bench.calibrate:main", "fit the emulator's inputs to a measured run -> calibration YAML"),
     "profile": ("bench.fwprofile:main", "profile fit: a framework's own costs pooled over its measured runs"),
-    "predict": ("bench.predict:main", "emulate a measured run under another framework with its calibration"),
+    "predict": (
+        "bench.predict:main",
+        "emulate a measured run under another framework (its costs from that framework's profile)",
+    ),
     "plan": ("bench.plan:main", "sweep the generator:trainer split by emulation and recommend one"),
     "report": ("bench.report:main", "comparison report from run directories"),
     "compare": ("bench.compare:main", "what changed between two runs, and whether it is beyond noise"),

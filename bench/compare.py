@@ -492,7 +492,8 @@ def main(argv: list[str]) -> int:
         "compare",
         "Compare two run directories of any origin (launched, ingested, emulated, predicted): each "
         "phase of a steady step and each headline figure, A, B, the change, and whether it is beyond "
-        "the runs' own noise (bootstrap of steady steps). With --baseline, compares each NEW run "
+        "the runs' own noise (bootstrap of steady steps; seed bands where a RUN is a folder of one "
+        "configuration's seeds). With --baseline, compares each NEW run "
         "with a baseline and exits 1 when a headline figure regressed beyond noise.",
         "each run's manifest.json, metrics.json and trace/steps.parquet.",
         "nothing unless --out (a new directory: index.html, index.md, step_time.svg); the comparison "
