@@ -35,6 +35,7 @@ import json
 import math
 import multiprocessing as mp
 import sys
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +46,7 @@ import pandas as pd
 from bench.cli import counted
 from bench.errors import UsageError
 from bench.outdir import check_out
-from bench.plan_page import KNOBS, USEFUL, knob, print_table, write_page
+from bench.plan_page import KNOBS, USEFUL, knob, preload, print_table, write_page
 from bench.plan_splits import (
     choose,
     disaggregated,
@@ -108,13 +109,6 @@ _WORK: Any = None  # this process's own copy of _BASE, set to each point in turn
 def emulate_point(item: tuple[int, int, int, float, int]) -> dict[str, Any]:
     """Emulate (trainer GPUs, generator GPUs, async bound, in-flight cap, seed) of _BASE; its KEPT
     figures."""
-    from bench.emulator.loop import gc_paused
-
-    with gc_paused():  # the whole point: its config, trace rows and metrics too (bench.emulator.loop)
-        return _point(item)
-
-
-def _point(item: tuple[int, int, int, float, int]) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     from bench import metrics
@@ -161,19 +155,29 @@ def useful_cost(cost: float | None, zero_adv: float | None, steps: pd.DataFrame)
     return cost / (1 - zero_adv) if zero_adv is not None and zero_adv < 1 else None
 
 
-def emulate_all(cfg: Any, items: list[tuple[int, int, int, float, int]], jobs: int = JOBS) -> pd.DataFrame:
+def emulate_all(
+    cfg: Any,
+    items: list[tuple[int, int, int, float, int]],
+    jobs: int = JOBS,
+    meanwhile: Callable | None = None,
+) -> pd.DataFrame:
     """emulate_point over items, spread over `jobs` forked workers (1: in this process). Every split
-    is emulated at the same seeds, so each process draws a seed's rollouts once (draws.shared)."""
+    is emulated at the same seeds, so each process draws a seed's rollouts once (draws.shared).
+    `meanwhile()`: this process's own work, done while forked workers emulate (not called without)."""
     from bench.emulator.draws import shared
+    from bench.emulator.loop import gc_paused
 
     global _BASE, _WORK
     _BASE, _WORK = cfg, None
-    try:
-        with shared():
+    try:  # the collector off for every point, in the workers too (forked with it off): 7% of a point
+        with shared(), gc_paused():
             if jobs <= 1 or len(items) <= 1 or "fork" not in mp.get_all_start_methods():
                 return pd.DataFrame([emulate_point(i) for i in items])
             with ProcessPoolExecutor(min(jobs, len(items)), mp_context=mp.get_context("fork")) as pool:
-                return pd.DataFrame(list(pool.map(emulate_point, items)))
+                done = pool.map(emulate_point, items)  # a fork pool starts every worker at the first submit
+                if meanwhile is not None:
+                    meanwhile()  # after the forks: the workers never inherit it, and it holds no lock of theirs
+                return pd.DataFrame(list(done))
     finally:
         _BASE = _WORK = None
 
@@ -443,12 +447,11 @@ def items_of(s: Setup, splits: list[tuple[int, int]]) -> list[tuple[int, int, in
     return [(t, g, b, x, seed) for b in s.bounds for x in s.inflight for t, g in splits for seed in s.seeds]
 
 
-def make_plan(s: Setup, jobs: int = JOBS) -> Plan:
-    """Emulate every (split, bound, seed) of s and answer."""
+def make_plan(s: Setup, jobs: int = JOBS, meanwhile: Callable | None = None) -> Plan:
+    """Emulate every (split, bound, seed) of s and answer; `meanwhile` as emulate_all's."""
     splits = candidate_splits(s)
-    parts = (
-        [emulate_all(s.cfg, items_of(s, splits), jobs).assign(placement="disaggregated")] if splits else []
-    )
+    items = items_of(s, splits)
+    parts = [emulate_all(s.cfg, items, jobs, meanwhile).assign(placement="disaggregated")] if splits else []
     if s.colocated is not None:  # as it runs: trainer and generator time-share all s.total GPUs
         parts.append(
             emulate_all(s.colocated, items_of(s, [(s.total, s.total)]), jobs).assign(placement="colocated")
@@ -582,7 +585,7 @@ def main(argv: list[str]) -> int:
         )
         print("  python -m bench report " + " ".join(str(r.root) for r in runs) + " --out <DIR>")
         return 0
-    p = make_plan(s)
+    p = make_plan(s, meanwhile=preload)  # the page's plotting modules load while the workers emulate
     if out is None:
         stamp = rundir.now_iso().replace(":", "").replace("-", "")
         out = rundir.REPO / s.cfg.results_dir / str(s.cfg.experiment.name) / f"plan-{stamp}"

@@ -90,6 +90,12 @@ def print_table(p: Any) -> None:
 # ---- the page ----------------------------------------------------------------------------------
 
 
+def preload() -> None:
+    """Import what figure() draws with (matplotlib, seaborn, bench.report.figures: ~0.5 s), e.g. while
+    bench.plan's workers emulate."""
+    import bench.report.figures  # noqa: F401
+
+
 def figure(p: Any, path: Path) -> str:
     """Production and consumption, trainer idle, staleness and useful $/M against the generator
     GPUs, each with its seed band (bench.report.figures' band drawing); PNG to `path`, returned

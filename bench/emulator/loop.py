@@ -62,8 +62,9 @@ class Result:
 def gc_paused() -> Iterator[None]:
     """The cyclic garbage collector off inside the block, back as it was after. A run allocates
     ~10^5 short-lived tuples and records and makes no reference cycles, yet the collector's passes
-    walk its growing object graph (and a plan point's config and frames): 7% of a case-1 plan point.
-    A cycle made inside the block is collected by the first pass after it."""
+    walk its growing object graph: 7% of a case-1 plan point (bench.plan.emulate_all pauses it for
+    every point, their metrics too). A cycle made inside the block is collected by the first pass
+    after it; a process forked inside the block runs without the collector."""
     collecting = gc.isenabled()
     gc.disable()
     try:

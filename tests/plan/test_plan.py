@@ -5,6 +5,7 @@ case 1) so the tests stay fast; the figures quoted in comments are those runs' e
 from __future__ import annotations
 
 import json
+from multiprocessing import active_children
 from pathlib import Path
 
 import pytest
@@ -123,7 +124,10 @@ def test_choose_spaces_the_splits_and_keeps_the_current_one():
 def test_parallel_and_serial_emulations_are_the_same_numbers():
     cfg = compose(["experiment=smoke", "framework=verl", "emulator.steps=3"])
     items = [(8, 8, 1, 1.0, 0), (8, 8, 1, 1.0, 1)]
-    serial, parallel = plan.emulate_all(cfg, items, jobs=1), plan.emulate_all(cfg, items, jobs=2)
+    workers = []  # `meanwhile` runs once in this process, while the forked workers emulate
+    serial = plan.emulate_all(cfg, items, jobs=1)
+    parallel = plan.emulate_all(cfg, items, jobs=2, meanwhile=lambda: workers.append(len(active_children())))
+    assert workers == [2]
     assert serial.equals(parallel)
     assert serial.loc[0, "production_samples_per_s"] != serial.loc[1, "production_samples_per_s"]  # seeds
 
