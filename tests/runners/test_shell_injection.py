@@ -19,6 +19,7 @@ import functools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -138,7 +139,22 @@ def run_bash(script: Path, cwd: Path) -> subprocess.CompletedProcess:
         "SLURM_JOB_ID": "1",
         "STUB_FIFO": str(fifo),
     }
-    return subprocess.run(["bash", str(script)], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+    # The script in a session of its own, its output in files: under Slurm the end of a job kills every
+    # process it started, so here the session is killed when the script ends. A server step the
+    # script's own EXIT trap missed (a `kill` racing a just-forked step) can then neither outlive the
+    # test nor hold an output pipe open (which would leave subprocess.run waiting for EOF forever).
+    with open(cwd / "bash.out", "w+") as out, open(cwd / "bash.err", "w+") as err:
+        proc = subprocess.Popen(
+            ["bash", str(script)], cwd=cwd, env=env, stdout=out, stderr=err, start_new_session=True
+        )
+        try:
+            rc = proc.wait(timeout=60)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(proc.args, rc, out.read(), err.read())
 
 
 def submit_sbatch(cfg, where: Path) -> Path:
