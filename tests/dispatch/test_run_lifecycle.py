@@ -127,14 +127,20 @@ def test_a_pid_now_held_by_another_process_is_not_the_owner():
     assert owner_gone({**me, "host": "another-host"}) is None  # cannot look there: not judged lost
 
 
-def test_sigterm_to_a_job_outside_slurm_says_so_not_slurm(results):
-    """A job process on its own (no driver, no Slurm), as a site's own scheduler would start it."""
+def _dry_run(results: Path) -> Path:
+    """The held verl job's run directory, written by `bench run --dry-run` (nothing submitted)."""
     dry = subprocess.run(
         [sys.executable, "-m", "bench", "run", *HELD, "framework=verl", f"results_dir={results}", "--dry-run"],
         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert dry.returncode == 0, dry.stderr
     (run,) = (results / "smoke" / "dry-run").iterdir()
+    return run
+
+
+def test_sigterm_to_a_job_outside_slurm_says_so_not_slurm(results):
+    """A job process on its own (no driver, no Slurm), as a site's own scheduler would start it."""
+    run = _dry_run(results)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     job = subprocess.Popen(
         [sys.executable, "-c", "import sys; from bench.job import BenchJob; print(BenchJob()(sys.argv[1]))", str(run)],
@@ -153,12 +159,7 @@ def test_sigterm_to_a_job_outside_slurm_says_so_not_slurm(results):
 
 
 def test_a_dry_run_is_never_shown_lost(results):
-    dry = subprocess.run(
-        [sys.executable, "-m", "bench", "run", *HELD, "framework=verl", f"results_dir={results}", "--dry-run"],
-        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert dry.returncode == 0, dry.stderr
-    (run,) = (results / "smoke" / "dry-run").iterdir()
+    run = _dry_run(results)
     recorded = _manifest(run)["owner"]  # the finished `bench run --dry-run` process
     assert owner_gone(recorded) == f"its process {recorded['pid']} on {socket.gethostname()} is gone"
     assert load_run(run).manifest["status"] == "running"  # state DRY_RUN: listed apart, never `lost`
