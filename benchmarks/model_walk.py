@@ -1,0 +1,120 @@
+"""The walk of `bench predict` through the code: which bench modules a prediction enters, and how
+often a module calls back up into a module already below it on the call stack (a climb: A calls B
+calls A, the two modules each needing the other to finish one question).
+
+Issue 22 §6 counted this walk on one run directory; this script counts it the same way so a
+change to the model layer is measured, not asserted. It traces every Python call (sys.setprofile)
+while bench.predict.predict runs on verl's opd-benchmark run, and counts, for calls whose caller
+and callee are different bench modules:
+
+  modules entered   distinct bench modules any call enters (the command's own module included)
+  climbs            distinct (caller module -> callee module) edges whose callee module is already on
+                    the stack below the caller: the model layer calling back into a command, a fit
+                    into the command that called it, the cost model into the resolver it was handed
+  climb calls       how many calls took such an edge
+
+Run it from the repository root (needs ../shared, or RLBENCH_FIXTURES):
+
+    .venv/bin/python benchmarks/model_walk.py            # this checkout
+    .venv/bin/python benchmarks/model_walk.py --tree /tmp/baseline   # another tree, same run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+SETUP = [
+    "model=qwen3_0_6b",
+    "hardware=h100_sxm",
+    "experiment.placement=colocated",
+    "experiment.trainer_gpus=1",
+    "experiment.generator_gpus=1",
+    "workload.max_response_len=128",
+    "workload.max_prompt_len=512",
+    "workload.group_size=16",
+    "workload.prompts_per_step=8",
+    "experiment.placement=disaggregated",
+]
+
+
+def walk() -> dict:
+    """Trace one prediction (verl -> prime_rl) in this process; the counts above."""
+    from bench import predict
+    from bench.fixtures import fixtures_dir
+    from bench.reproduce import opd_logs
+    from bench.reproduce.spec import Context
+
+    tmp = Path(tempfile.mkdtemp(prefix="walk-"))
+    ctx = Context(data_root=fixtures_dir() / "opd-benchmark", work_dir=tmp)
+    run = opd_logs.load_run("opd-frameworks", "verl", "verl", ctx).run_dir.root
+    given = [*SETUP, "framework=prime_rl"]
+
+    stack: list[str] = []  # module of each frame on the traced stack, outermost first
+    entered: set[str] = set()
+    climbs: dict[str, int] = {}
+
+    def module(frame) -> str:
+        return frame.f_globals.get("__name__", "")
+
+    def tracer(frame, event, arg):
+        if event == "call":
+            mod = module(frame)
+            caller = stack[-1] if stack else ""
+            if mod.startswith("bench") and mod != caller:
+                entered.add(mod)
+                if caller.startswith("bench") and mod in stack[:-1]:
+                    edge = f"{caller} -> {mod}"
+                    climbs[edge] = climbs.get(edge, 0) + 1
+            stack.append(mod if mod.startswith("bench") else caller)
+        elif event == "return" and stack:
+            stack.pop()
+
+    sys.setprofile(tracer)
+    try:
+        predict.predict(run, given, tmp / "pred")
+    finally:
+        sys.setprofile(None)
+    return {
+        "modules_entered": len(entered),
+        "modules": sorted(entered),
+        "climbs": len(climbs),
+        "climb_calls": sum(climbs.values()),
+        "climb_edges": dict(sorted(climbs.items())),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tree", type=Path, help="measure this tree's bench/ instead of the checkout's")
+    ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.inner:
+        print(json.dumps(walk()))
+        return 0
+    tree = (args.tree or HERE).resolve()
+    out = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--inner"],
+        cwd=tree,
+        env={**__import__("os").environ, "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    res = json.loads(out.strip().splitlines()[-1])
+    print(f"tree {tree}")
+    print(f"  modules entered: {res['modules_entered']}")
+    print(f"  climbs: {res['climbs']} edges, {res['climb_calls']} calls")
+    for edge, n in res["climb_edges"].items():
+        print(f"    {edge}  x{n}")
+    print(f"  modules: {', '.join(res['modules'])}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
