@@ -26,7 +26,10 @@ COMMANDS = {
     "cost": ("bench.cost:main", "$/GPU-hour and $/M tokens from TCO inputs"),
     "emulate": ("bench.emulator.run:main", "emulate one framework on one experiment into a run dir"),
     "calibrate": ("bench.calibrate:main", "fit the emulator's inputs to a measured run -> calibration YAML"),
-    "profile": ("bench.fwprofile:main", "profile fit: a framework's own costs pooled over its measured runs"),
+    "profile": (
+        "bench.profile_fit:main",
+        "profile fit: a framework's own costs pooled over its measured runs",
+    ),
     "predict": (
         "bench.predict:main",
         "emulate a measured run under another framework (its costs from that framework's profile)",

@@ -22,9 +22,9 @@ from typing import Any, get_origin, get_type_hints
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from bench import hwprofile
 from bench.cli import number_arg  # noqa: F401  (re-exported for old callers: the one numeric flag type)
 from bench.errors import UsageError
+from bench.model import hwprofile
 from bench.overrides import Schema
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -257,7 +257,7 @@ class FrameworkConf:
     # own step timers holds the hand-off (sync | wait)
     handoff_fixed_s: float | None = None
     handoff_logged_as: str = "sync"
-    # What the framework adds above the hardware (bench/fwprofile.py): {engine, trainer_backend, sources,
+    # What the framework adds above the hardware (bench/model/fwprofile.py): {engine, trainer_backend, sources,
     # runs, values: {emulator input: {value, fitted_on, residual}}, not_fitted}; {} when never fitted
     profile: dict[str, Any] = field(default_factory=dict)
     native: dict[str, Any] = field(default_factory=dict)  # framework-only knobs, passed through

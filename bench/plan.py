@@ -384,10 +384,10 @@ def _from_run(
     """The run's setup and calibration, composed as `bench predict` composes a replay (the run's
     own framework), its zero-advantage shape from the groups it logged: (config, source, the fitted
     calibration's YAML text for the plan directory, the measured baseline, notes naming defaults)."""
-    from bench import calibrate, predict
+    from bench import predict, run_setup
     from bench.plan_splits import measured_point, run_shapes
 
-    manifest, steps, _ = calibrate.read_run(run_dir)
+    manifest, steps, _ = run_setup.read_run(run_dir)
     fw = [g for g in rest if g.startswith("framework=")] or [f"framework={manifest.get('framework')}"]
     others = [g for g in rest if not g.startswith("framework=")]
     cfg, frm, text = predict.plan(run_dir, [*fw, *others], out / "calibration")

@@ -29,9 +29,11 @@ from typing import Any
 
 import pandas as pd
 
-from bench import calibrate
+from bench import run_setup
 from bench.cli import counted
 from bench.errors import UsageError
+from bench.model.calibration import calibrate, to_yaml
+from bench.model.inputs import chosen_inputs, prediction_inputs
 from bench.plan_splits import (
     SPLIT_KEYS,
     disaggregated,
@@ -43,7 +45,7 @@ from bench.plan_splits import (
 
 # What a prediction needs beyond what calibration needs: the batch the trainer consumes.
 NEEDS = {
-    **calibrate.NEEDS,
+    **run_setup.NEEDS,
     "workload.group_size": "workload.group_size=N",
     "workload.prompts_per_step": "workload.prompts_per_step=N",
     "workload.max_prompt_len": "workload.max_prompt_len=N",
@@ -128,12 +130,12 @@ def plan(run_dir: Path, given: list[str], out: Path) -> tuple[Any, dict[str, Any
     from bench.outdir import check_out
 
     check_out(out, "predict")
-    manifest, steps, _ = calibrate.read_run(run_dir)
+    manifest, steps, _ = run_setup.read_run(run_dir)
     run_fw = str(manifest.get("framework"))
     cal_file = next((g.split("=", 1)[1] for g in rest if g.startswith("calibration=")), None)
     rest = [g for g in rest if not g.startswith("calibration=")]
-    _, known = calibrate.compose_setup(manifest, rest)
-    lacking = calibrate.missing(known, {**NEEDS, **teacher_need(manifest)})
+    _, known = run_setup.compose_setup(manifest, rest)
+    lacking = run_setup.missing(known, {**NEEDS, **teacher_need(manifest)})
     if lacking:
         raise UsageError(
             f"{run_dir}: the run's configuration does not say "
@@ -141,11 +143,11 @@ def plan(run_dir: Path, given: list[str], out: Path) -> tuple[Any, dict[str, Any
         )
     text = None
     # the run as it ran: only keys its manifest lacks are setup (they describe it), the rest what-ifs
-    run_known = calibrate.known_setup(manifest)
+    run_known = run_setup.known_setup(manifest)
     setup = [g for g in rest if g.split("=", 1)[0] not in run_known]
     if cal_file is None:
-        fits, falls, header = calibrate.calibrate(run_dir, setup)
-        text = calibrate.to_yaml(fits, falls, header)
+        fits, falls, header = calibrate(run_dir, setup)
+        text = to_yaml(fits, falls, header)
         cal_file = str(out / "calibration.yaml")
     replay = framework == run_fw
     extra = [f"emulator.steps={len(steps)}", "experiment.name=predicted"]
@@ -153,7 +155,7 @@ def plan(run_dir: Path, given: list[str], out: Path) -> tuple[Any, dict[str, Any
     if replay and mode:  # the run's own mode (verl sync, slime colocate_sync, prime-rl async)
         extra.append(f"framework.mode={mode}")
     # the run's workload shape; the framework's costs from the target's profile (the run's own on a replay)
-    cfg, inputs_from = _with_fitted(manifest, framework, rest, extra, text, cal_file)
+    cfg, inputs_from = prediction_inputs(manifest, framework, rest, extra, text, cal_file)
     # framework-neutral checks: a runner's native-launch rules (prime-rl's whole-node multi-node
     # layout) bind a launch, not an emulation; the opd-benchmark ran prime-rl on 1 + 1 GPUs
     problems = validate_workload(cfg)
@@ -170,107 +172,12 @@ def plan(run_dir: Path, given: list[str], out: Path) -> tuple[Any, dict[str, Any
         "chosen": chosen_inputs(cfg, inputs_from),
         "measured": figures(steps),
         # the GPUs the run held (trainer and generator), and whether a what-if changes them
-        "run_gpus": held_gpus(calibrate.compose_setup(manifest, setup)[0]),
+        "run_gpus": held_gpus(run_setup.compose_setup(manifest, setup)[0]),
         "gpus_given": any(
             g.split("=", 1)[0].lstrip("+") in SPLIT_KEYS[:2] and g.split("=", 1)[0] in run_known for g in rest
         ),
     }
     return cfg, predicted_from, text
-
-
-def chosen_inputs(cfg: Any, inputs_from: dict[str, Any] | None = None) -> list[str]:
-    """Inputs of the prediction that neither the calibration nor the target's profile fitted and
-    the run did not log: the target framework's stated costs, the framework inputs its profile
-    could not fit (their documented default), and the site inputs its paths need, each
-    `key = value (why)`."""
-    from omegaconf import OmegaConf
-
-    from bench.emulator.costmodel import sync_path
-    from bench.resolve import Resolved
-
-    r, em, fw = Resolved.from_config(cfg), cfg.emulator, cfg.framework
-    out = []
-    profile = (inputs_from or {}).get("profile") or {}
-    given = set((inputs_from or {}).get("given") or [])  # set by the user: not a default
-    for key, why in (profile.get("not_fitted") or {}).items():
-        floor_fitted = "emulator.decode_step_floor_s" in profile["inputs"]
-        if (
-            key in given
-            or OmegaConf.select(cfg, key) is None
-            or (key == "emulator.decode_bw_eff" and floor_fitted)
-        ):
-            continue  # the user's, no input (the hand-off line below), or the floor fitted at this share
-        reasons = (
-            "; ".join(sorted(set(why.values()))) if isinstance(why, dict) and why else "no run fitted it"
-        )
-        out.append(
-            f"{key} = {OmegaConf.select(cfg, key)} (default: {fw.name}'s profile has no fit: {reasons})"
-        )
-    if sync_path(cfg, r) == "filesystem":
-        out.append(
-            f"emulator.filesystem_gbps = {em.filesystem_gbps:g} (site input: {fw.name} syncs weights by filesystem)"
-        )
-    if r.colocated and em.get("handoff_measured_on") != fw.name:
-        stated = fw.get("handoff_fixed_s")
-        out.append(
-            f"framework.handoff_fixed_s = {stated:g} ({fw.name}'s conf: its sleep + wake)"
-            if stated is not None
-            else f"emulator.handoff_fixed_s = {em.handoff_fixed_s:g} (default: {fw.name} states no sleep + wake)"
-        )
-    if r.teachers:
-        out.append(f"emulator.score_fixed_s = {em.score_fixed_s:g} (default: per scoring batch)")
-    return out
-
-
-def _with_fitted(
-    manifest: dict[str, Any],
-    framework: str,
-    rest: list[str],
-    extra: list[str],
-    text: str | None,
-    cal_file: str,
-) -> tuple[Any, dict[str, Any]]:
-    """(prediction config, where its inputs came from). The calibration (`text`, fitted now, or
-    the file `cal_file`) gives the workload's shape (workload.*: lengths, prompt length, environment
-    latency) always, and the framework's costs (emulator.*) only on a replay: a run's trainer
-    efficiency, engine floor, sync and hand-off are its own framework's. Predicting another
-    framework, those come from the target's profile (conf/framework/<F>.yaml `profile:`); an input
-    it has no fit for keeps its documented default (listed by chosen_inputs). The user's key=value
-    (`rest`) wins over both."""
-    import tempfile
-
-    from bench import fwprofile
-    from bench.config import expand_calibration
-
-    replay = framework == str(manifest.get("framework"))
-    path = cal_file
-    if text is not None:  # fitted now, not on disk yet: expanded the same way compose would
-        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-            f.write(text)
-        path = f.name
-    try:
-        fitted = [o for o in expand_calibration([f"calibration={path}"]) if "=" in o]
-    finally:
-        if text is not None:
-            Path(path).unlink()
-
-    def key(o: str) -> str:
-        return o.split("=", 1)[0].lstrip("+")
-
-    shape = [o for o in fitted if not fwprofile.is_framework_cost(o)]
-    costs = [o for o in fitted if fwprofile.is_framework_cost(o)]
-    from_profile, profile = ([], None) if replay else fwprofile.profile_overrides(framework)
-    from_run = [*shape, *(costs if replay else [])]
-    cfg, _ = calibrate.compose_setup(
-        manifest, [f"framework={framework}", *rest], [*extra, *from_run, *from_profile]
-    )
-    inputs_from = {
-        "run": sorted(key(o) for o in from_run),  # the source run's calibration
-        "left_out": sorted(key(o) for o in costs if not replay),  # the source framework's own costs
-        "profile": profile,  # the target framework's: each input with the runs it was fitted on
-        "given": sorted({key(g) for g in rest}),  # the user's key=value, winning over both
-    }
-    return cfg, inputs_from
 
 
 def held_splits(cfg: Any, predicted_from: dict[str, Any]) -> list[tuple[int, int]] | None:

@@ -10,7 +10,7 @@ card, a checkpoint-sized write + fsync and cold read on --fs-path, one decode it
 a CUDA graph over a batch x context grid, prefill and train steps over a token grid, NCCL all-reduce
 and broadcast with more than one GPU, and nvidia-smi samples throughout (read by bench.telemetry's
 one reader). Without a GPU the same code runs on the CPU with tiny shapes (what the tests run);
-every figure then says device "cpu". `fit` and `check` are bench.hwprofile's.
+every figure then says device "cpu". `fit` and `check` are bench.model.hwprofile's.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ from typing import Any
 
 import yaml
 
-from bench import hwprofile, telemetry
 from bench import probe_sections as ps
+from bench import telemetry
 from bench.errors import UsageError
+from bench.model import hwprofile
 
 # (batch, context) of the decode grid and (batch, seq) of prefill / train, on a GPU and with --quick
 DECODE_GRID = [

@@ -232,7 +232,7 @@ def trainer_bytes_per_gpu(cfg: Any) -> float:
     stays on the GPU (experiment.trainer.offload_* keep the rest in host memory)."""
     t = cfg.experiment.trainer
     wg = 0.0 if t.offload_params else BYTES_WEIGHTS_GRADS
-    return _trainer_state_bytes(cfg, wg, 0.0 if t.offload_optimizer else BYTES_OPTIMIZER)
+    return trainer_state_bytes(cfg, wg, 0.0 if t.offload_optimizer else BYTES_OPTIMIZER)
 
 
 def trainer_offloaded_bytes_per_gpu(cfg: Any) -> float:
@@ -240,10 +240,10 @@ def trainer_offloaded_bytes_per_gpu(cfg: Any) -> float:
     loaded for the update and put back."""
     t = cfg.experiment.trainer
     wg = BYTES_WEIGHTS_GRADS if t.offload_params else 0.0
-    return _trainer_state_bytes(cfg, wg, BYTES_OPTIMIZER if t.offload_optimizer else 0.0)
+    return trainer_state_bytes(cfg, wg, BYTES_OPTIMIZER if t.offload_optimizer else 0.0)
 
 
-def _trainer_state_bytes(cfg: Any, wg: float, opt: float) -> float:
+def trainer_state_bytes(cfg: Any, wg: float, opt: float) -> float:
     """Per trainer GPU, `wg` bytes a parameter of weights + grads and `opt` of optimizer state, sharded
     as the trainer shards them (bytes)."""
     m, t, n = cfg.model, cfg.experiment.trainer, max(1, int(cfg.experiment.trainer_gpus))

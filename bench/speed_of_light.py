@@ -1,10 +1,10 @@
 """Speed of light per phase: each phase of a run next to the seconds its GPU's hardware profile
-(bench/hwprofile.py, docs/probe.md) needs for the same work with no framework overhead, and their
+(bench/model/hwprofile.py, docs/probe.md) needs for the same work with no framework overhead, and their
 ratio ("generation 38 s a step; this GPU does that work in 9 s: 4.2x"). docs/metrics.md, "Speed of
 light", states every assumption; each row repeats its own in `basis`.
 
 The work is the steady window's mean step (metrics.json `window`; steps.parquet `samples`,
-`prompt_tokens`, `response_tokens`); the physics is bench.hwprofile's, called, never restated:
+`prompt_tokens`, `response_tokens`); the physics is bench.model.hwprofile's, called, never restated:
 
 - generation: the step's sequences spread evenly over the engines (the busiest engine holds
   ceil(sequences / engines)); one batched prefill of the mean prompt (hwprofile.prefill_s), then one
@@ -35,8 +35,9 @@ from typing import Any
 import numpy as np
 import yaml
 
-from bench import flops, hwprofile
+from bench import flops
 from bench.errors import UsageError
+from bench.model import hwprofile
 from bench.phases import colocated
 from bench.trace import STEP_PHASES, RunPaths, TraceError, read_manifest, read_steps
 
@@ -236,7 +237,7 @@ def _weight_dtype(cfg: dict[str, Any]) -> float | None:
 
 
 def _arch(m: SimpleNamespace) -> hwprofile.Arch:
-    from bench.emulator.costmodel import arch_of
+    from bench.model.costmodel import arch_of
 
     return arch_of(m)
 

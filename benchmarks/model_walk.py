@@ -1,21 +1,24 @@
 """The walk of `bench predict` through the code: which bench modules a prediction enters, and how
-often a module calls back up into a module already below it on the call stack (a climb: A calls B
-calls A, the two modules each needing the other to finish one question).
+often a call climbs back up the layers (a model module calling into the emulator or a command, the
+emulator into a command, a command into another command's module).
 
-Issue 22 §6 counted this walk on one run directory; this script counts it the same way so a
-change to the model layer is measured, not asserted. It traces every Python call (sys.setprofile)
-while bench.predict.predict runs on verl's opd-benchmark run, and counts, for calls whose caller
-and callee are different bench modules:
+Issue 22 §6 counted this walk on one run directory; this script counts it so a change to the model
+layer is measured, not asserted. It traces every Python call (sys.setprofile) while
+bench.predict.predict runs on verl's opd-benchmark run (verl -> prime_rl), and counts, for calls
+whose caller and callee are different bench modules:
 
-  modules entered   distinct bench modules any call enters (the command's own module included)
-  climbs            distinct (caller module -> callee module) edges whose callee module is already on
-                    the stack below the caller: the model layer calling back into a command, a fit
-                    into the command that called it, the cost model into the resolver it was handed
+  modules entered   distinct bench modules any call enters
+  commands entered  distinct command modules entered (bench.predict itself included)
+  climbs            distinct (caller -> callee) module edges going up the layers
   climb calls       how many calls took such an edge
+
+Layers, lowest first: foundation (config, resolve, flops, trace, run_setup, ...), model
+(bench/model/; in a tree from before it, hwprofile, calibrate_fit, emulator.costmodel), emulator
+(bench/emulator/), commands (COMMANDS; before bench/model, calibrate and fwprofile held their fits).
 
 Run it from the repository root (needs ../shared, or RLBENCH_FIXTURES):
 
-    .venv/bin/python benchmarks/model_walk.py            # this checkout
+    .venv/bin/python benchmarks/model_walk.py                        # this checkout
     .venv/bin/python benchmarks/model_walk.py --tree /tmp/baseline   # another tree, same run
 """
 
@@ -29,6 +32,20 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
+OLD_MODEL = ("bench.hwprofile", "bench.calibrate_fit", "bench.emulator.costmodel")
+COMMANDS = ("bench.predict", "bench.plan", "bench.calibrate", "bench.fwprofile",
+            "bench.profile_fit", "bench.probe", "bench.speed_of_light")  # fmt: skip
+
+
+def layer(mod: str) -> int:
+    """0 foundation, 1 model, 2 emulator, 3 command."""
+    if mod.startswith("bench.model") or mod in OLD_MODEL:
+        return 1
+    if mod.startswith("bench.emulator"):
+        return 2
+    return 3 if mod in COMMANDS else 0
+
+
 SETUP = [
     "model=qwen3_0_6b",
     "hardware=h100_sxm",
@@ -55,20 +72,18 @@ def walk() -> dict:
     run = opd_logs.load_run("opd-frameworks", "verl", "verl", ctx).run_dir.root
     given = [*SETUP, "framework=prime_rl"]
 
-    stack: list[str] = []  # module of each frame on the traced stack, outermost first
+    stack: list[str] = []  # the bench module of each frame on the traced stack, outermost first
     entered: set[str] = set()
     climbs: dict[str, int] = {}
 
-    def module(frame) -> str:
-        return frame.f_globals.get("__name__", "")
-
     def tracer(frame, event, arg):
         if event == "call":
-            mod = module(frame)
+            mod = frame.f_globals.get("__name__", "")
             caller = stack[-1] if stack else ""
             if mod.startswith("bench") and mod != caller:
                 entered.add(mod)
-                if caller.startswith("bench") and mod in stack[:-1]:
+                up = layer(mod) > layer(caller) or (layer(mod) == layer(caller) == 3)
+                if caller.startswith("bench") and up:
                     edge = f"{caller} -> {mod}"
                     climbs[edge] = climbs.get(edge, 0) + 1
             stack.append(mod if mod.startswith("bench") else caller)
@@ -83,6 +98,7 @@ def walk() -> dict:
     return {
         "modules_entered": len(entered),
         "modules": sorted(entered),
+        "commands_entered": sorted(m for m in entered if layer(m) == 3),
         "climbs": len(climbs),
         "climb_calls": sum(climbs.values()),
         "climb_edges": dict(sorted(climbs.items())),
@@ -109,6 +125,7 @@ def main() -> int:
     res = json.loads(out.strip().splitlines()[-1])
     print(f"tree {tree}")
     print(f"  modules entered: {res['modules_entered']}")
+    print(f"  commands entered: {', '.join(res['commands_entered'])}")
     print(f"  climbs: {res['climbs']} edges, {res['climb_calls']} calls")
     for edge, n in res["climb_edges"].items():
         print(f"    {edge}  x{n}")

@@ -2,7 +2,7 @@
 trainer's data-parallel ranks (verl, slime through Megatron). Each runner states its own source
 where it calls `mini_batch_dp_problem`; prime-rl has no such rule (it packs samples into micro-
 batches and pads their count up to a multiple of the DP size, modelled by the emulator instead:
-bench.emulator.costmodel.dp_padded_work)."""
+bench.model.costmodel.dp_padded_work)."""
 
 from __future__ import annotations
 

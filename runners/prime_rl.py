@@ -338,7 +338,7 @@ class PrimeRLRunner(Runner):
         micro-batches of seq_len tokens and pads their count up to a multiple of the DP size, so a
         batch need not divide by it (src/prime_rl/trainer/batch.py prepare_batch at v0.8.0: "Pad
         each group independently so its count is divisible by num_train_workers"). seq_len as
-        rl_config renders it; the emulator costs the padding (bench.emulator.costmodel)."""
+        rl_config renders it; the emulator costs the padding (bench.model.costmodel)."""
         return int(cfg.workload.max_prompt_len + cfg.workload.max_response_len)
 
     def auto_mode(self, cfg: Any) -> str:

@@ -39,7 +39,7 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
         else:
             continue
         for t in targets:
-            while t and t not in known:  # `from bench.emulator import costmodel` -> the module
+            while t and t not in known:  # `from bench.model import costmodel` -> the module
                 t = t.rpartition(".")[0]
             if t and t != name:
                 out.add(t)
@@ -110,6 +110,42 @@ def test_runners_import_only_the_trace_contract_from_bench():
         if dep.startswith("bench") and dep != "bench.trace"
     }
     assert reach == set()
+
+
+# The commands: what a user runs (`python -m bench <command>`), each standing on the layers below.
+COMMANDS = {
+    "bench.__main__", "bench.calibrate", "bench.predict", "bench.plan", "bench.plan_page",
+    "bench.plan_splits", "bench.profile_fit", "bench.probe", "bench.probe_cluster", "bench.compare",
+    "bench.nightly", "bench.launch", "bench.speed_of_light", "bench.ingest", "bench.render",
+}  # fmt: skip
+
+
+def _upward(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """Imports against the layers: bench/model (hardware and framework profiles, the one cost model,
+    its fits) importing the emulator built on it, the report or a command; the emulator importing
+    the report or a command."""
+    above = ("bench.report", "bench.reproduce")
+    return {
+        (name, dep)
+        for name, deps in graph.items()
+        for dep in deps
+        if (
+            name.startswith("bench.model") and (dep.startswith(("bench.emulator", *above)) or dep in COMMANDS)
+        )
+        or (name.startswith("bench.emulator") and (dep.startswith(above) or dep in COMMANDS))
+    }
+
+
+def test_the_model_layer_stands_below_the_emulator_and_the_commands():
+    assert _upward(_graph()) == set()
+
+
+def test_the_layer_check_finds_an_upward_import():
+    graph = {"bench.model.costmodel": {"bench.emulator.loop"}, "bench.emulator.run": {"bench.predict"}}
+    assert _upward(graph) == {
+        ("bench.model.costmodel", "bench.emulator.loop"),
+        ("bench.emulator.run", "bench.predict"),
+    }
 
 
 @pytest.mark.parametrize("name", sorted(_modules()))

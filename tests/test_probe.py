@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import hwprofile
+from bench.model import hwprofile
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = ["qwen3_0_6b", "qwen3_1_7b", "qwen3_4b"]

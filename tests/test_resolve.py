@@ -93,7 +93,7 @@ def test_validate_dispatch_and_emulator_take_the_same_numbers(overrides):
 @pytest.mark.parametrize("sharding", ["fsdp", "megatron"])
 def test_offloaded_and_resident_trainer_state_add_up_to_the_whole(sharding):
     """Case 1 offloads the optimizer: what stays on a GPU and what the hand-off would move are one
-    sharding rule's two parts (bench.emulator.costmodel.handoff_s reads the offloaded one)."""
+    sharding rule's two parts (bench.model.costmodel.handoff_s reads the offloaded one)."""
     base = ["experiment=semianalysis_case1", f"experiment.trainer.sharding={sharding}"]
     off = Resolved.from_config(compose(base))
     on = Resolved.from_config(compose([*base, "experiment.trainer.offload_optimizer=false"]))

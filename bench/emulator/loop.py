@@ -29,13 +29,13 @@ import numpy as np
 
 from bench.emulator import surplus
 from bench.emulator.batches import Batch, staleness, verdict
-from bench.emulator.costmodel import EngineModel, TrainerModel, rate_table
 from bench.emulator.draws import Draws
 from bench.emulator.generator import GenerationEngine
 from bench.emulator.policies import Schedule
 from bench.emulator.rollouts import ABORTED, DISCARDED, FILTERED, PENDING, RESUMED, RUNNING, Rollouts
 from bench.emulator.scoring import Scorer
 from bench.emulator.trainer import COMPUTE_DONE, SYNC_DONE, StepRow, Trainer
+from bench.model.costmodel import EngineModel, TrainerModel, rate_table
 
 CHUNK_GROUPS = 256  # groups drawn at a time
 

@@ -15,13 +15,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.emulator import costmodel
 from bench.emulator.draws import Draws
 from bench.emulator.generator import GenerationEngine, Pool
 from bench.emulator.loop import Loop
 from bench.emulator.policies import Schedule, load_policy
-from bench.emulator.scoring import Scorer, teacher_models
+from bench.emulator.scoring import Scorer
 from bench.emulator.trace_out import step_rows, write_trace
+from bench.model import costmodel
 from bench.resolve import Resolved
 from bench.trace import RunPaths, write_steps
 
@@ -50,7 +50,7 @@ def build(
         )
     engines = generator(r.engines, int(cfg.workload.group_size))
     # teachers (workload.algorithm=opd): with_generator ones pause the generator's decoding
-    scorer = Scorer(teacher_models(cfg, r), engines.pause) if r.teachers else None
+    scorer = Scorer(costmodel.teacher_models(cfg, r), engines.pause) if r.teachers else None
     loop = Loop(
         sched,
         costmodel.engine_model(cfg, r),
@@ -240,7 +240,7 @@ def _summary(cfg: Any, paths: RunPaths) -> None:
     shown = ", ".join(
         f"{k}={m[k]:.3g}" for k in keys if isinstance(m.get(k), int | float) and math.isfinite(m[k])
     )
-    from bench.hwprofile import source_label
+    from bench.model.hwprofile import source_label
 
     hardware = source_label(costmodel.hardware_source(cfg))  # whose physics these figures rest on
     print(

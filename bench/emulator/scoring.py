@@ -20,7 +20,9 @@ in Prime-RL's run, up to where in the batch the pause falls; mean-field otherwis
 generator's own batch shares). Pauses of concurrent batches add up rather than overlap, so the
 GPU-seconds are conserved.
 
-Units: seconds, tokens, FLOP/s. Nothing here is fitted: the efficiency is `emulator.prefill_mfu`.
+Units: seconds, tokens, FLOP/s. Nothing here is fitted: the efficiency is `emulator.prefill_mfu`; a
+teacher's cost (TeacherModel, teacher_models) is the cost model's (bench/model/costmodel.py), this
+module is only the queues.
 """
 
 from __future__ import annotations
@@ -33,54 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.resolve import Resolved
-
-
-@dataclass(frozen=True)
-class TeacherModel:
-    """One teacher's engines and the time they take to score a batch."""
-
-    model: str  # conf/model option name
-    engines: int
-    engine_gpus: int
-    flop_rate: float  # achieved FLOP/s of one engine in a prefill-only pass
-    active_params: float
-    fixed_s: float  # per batch (s)
-    generator_share: float  # with_generator: engine GPUs / generator GPUs; 0 when dedicated
-    domains: tuple[str, ...]  # () = every domain
-
-    def compute_s(self, tokens: float) -> float:
-        """GPU seconds of the prefill-only forward over `tokens` prompt + response tokens."""
-        return 2.0 * self.active_params * tokens / self.flop_rate
-
-    def batch_s(self, tokens: float) -> float:
-        """Seconds one engine takes to score a batch of `tokens` prompt + response tokens."""
-        return self.fixed_s + self.compute_s(tokens)
-
-    def scores(self, domain: str) -> bool:
-        return not self.domains or domain in self.domains
-
-
-def teacher_models(cfg: Any, r: Resolved) -> list[TeacherModel]:
-    """The TeacherModel of every resolved teacher of cfg (r.teachers, in order)."""
-    hw, em = cfg.hardware, cfg.emulator
-    generator_gpus = r.engines * r.engine_gpus
-    out = []
-    for t in r.teachers:
-        shared = t.placement == "with_generator"
-        out.append(
-            TeacherModel(
-                model=t.model,
-                engines=t.engines,
-                engine_gpus=t.engine_gpus,
-                flop_rate=t.engine_gpus * float(hw.peak_bf16_flops) * float(em.prefill_mfu),
-                active_params=t.active_params,
-                fixed_s=float(em.score_fixed_s),
-                generator_share=t.engine_gpus / generator_gpus if shared and generator_gpus else 0.0,
-                domains=t.domains,
-            )
-        )
-    return out
+from bench.model.costmodel import TeacherModel
 
 
 @dataclass

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench.emulator.batches import Batch, staleness
-from bench.emulator.costmodel import TrainerModel
 from bench.emulator.rollouts import USED, Rollouts
+from bench.model.costmodel import TrainerModel
 
 COMPUTE_DONE, SYNC_DONE = range(2)
 

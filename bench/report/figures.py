@@ -25,7 +25,7 @@ import seaborn as sns  # noqa: E402
 from matplotlib.collections import LineCollection  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from bench.hwprofile import source_label  # noqa: E402
+from bench.model.hwprofile import source_label  # noqa: E402
 from bench.report.load import MATCH_TOLERANCE, Run  # noqa: E402
 from bench.report.pool import fork_map  # noqa: E402
 from bench.report.series import Series  # noqa: E402

@@ -276,7 +276,7 @@ def _predict(case: Case, fig: Figure, ctx: Context) -> Outcome:
         raise SpecError(f"{where}: metric={metric!r}; expected one of {predict.FIGURES}")
     key = ("predict", src["run"], tgt["run"], tgt["framework"])
     if key not in ctx.cache:
-        from bench.calibrate import known_setup
+        from bench.run_setup import known_setup
         from bench.trace import RunPaths, read_manifest
 
         run_dir = ingested_run(src, ctx, where)
@@ -310,8 +310,8 @@ def _predict(case: Case, fig: Figure, ctx: Context) -> Outcome:
 
 def fitted_on_target(predicted_from: dict[str, Any], target_dir: Path) -> str:
     """The inputs of a prediction that its target framework's profile fitted on the target run
-    itself (bench.fwprofile), as text; "" when none (then it is a prediction)."""
-    from bench.fwprofile import run_id
+    itself (bench.model.fwprofile), as text; "" when none (then it is a prediction)."""
+    from bench.model.fwprofile import run_id
     from bench.trace import RunPaths, read_manifest
 
     target = run_id(read_manifest(RunPaths(target_dir)), target_dir)

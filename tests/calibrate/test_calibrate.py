@@ -11,10 +11,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from bench import calibrate, calibrate_fit
+from bench import run_setup
 from bench.__main__ import main as bench_main
 from bench.config import compose
 from bench.errors import UsageError
+from bench.model import calibrate_fit
 from bench.reproduce import opd_logs
 from bench.reproduce.spec import Context
 from tests.conftest import opd_benchmark
@@ -82,7 +83,7 @@ def test_trainer_fit_passes_through_the_logged_update_actor_and_agrees_with_verl
     # verl's own perf/mfu/actor averages 9.9% over steps 2-15 (REPORT.md): an independent check
     assert 0.09 < mfu < 0.11 and 0.0 < opt < 0.4
     # least squares passes through the centroid: mean fitted compute = mean logged update_actor
-    steps = calibrate.read_run(Path(doc["calibration"]["run"]))[1].iloc[1:]
+    steps = run_setup.read_run(Path(doc["calibration"]["run"]))[1].iloc[1:]
     cfg = compose(VERL_SETUP)
     f = calibrate_fit.step_flops(cfg, steps)
     pred = f / (mfu * 989e12) + opt
@@ -251,7 +252,7 @@ def test_miles_handoff_is_measured_for_slime_only(tmp_path):
     )
     assert v["emulator.handoff_measured_s"]["value"] > 5.0  # most of Miles's 11.5-s step
     cfg = compose([*VERL_SETUP, "framework=verl", f"calibration={out}"])
-    from bench.emulator.costmodel import handoff_s
+    from bench.model.costmodel import handoff_s
     from bench.resolve import Resolved
 
     assert handoff_s(cfg, Resolved.from_config(cfg)) == 0.0

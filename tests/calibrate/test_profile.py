@@ -1,4 +1,4 @@
-"""Framework profiles (bench/fwprofile.py): `bench profile fit` gives back the known inputs of emulated
+"""Framework profiles (bench/model/fwprofile.py): `bench profile fit` gives back the known inputs of emulated
 runs, the shipped profiles are what it fits on the opd-benchmark runs, and `bench predict` of another
 framework takes that framework's costs from its profile, never from the source run."""
 

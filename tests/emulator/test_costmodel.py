@@ -9,7 +9,7 @@ import pytest
 
 from bench import flops
 from bench.config import compose
-from bench.emulator import costmodel as cm
+from bench.model import costmodel as cm
 from bench.resolve import Resolved
 
 

@@ -1,5 +1,5 @@
 """prime-rl's micro-batch padding to the trainer's data-parallel size, as the emulator costs it
-(bench.emulator.costmodel.dp_padded_work): hand-computed factors, and only for prime-rl."""
+(bench.model.costmodel.dp_padded_work): hand-computed factors, and only for prime-rl."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bench.config import compose
-from bench.emulator.costmodel import dp_padded_work, padding_bin_tokens, trainer_model
+from bench.model.costmodel import dp_padded_work, padding_bin_tokens, trainer_model
 from bench.resolve import Resolved
 
 

@@ -1,6 +1,6 @@
 """The emulator on a measured hardware profile (docs/emulator.md, "Hardware profile"): the shipped
 H200 profile (conf/hardware/profiles/h200.yaml, `bench probe fit` of the two real H200 probe files)
-drives the engine's decode and prefill and the trainer's step through bench.hwprofile's own forms;
+drives the engine's decode and prefill and the trainer's step through bench.model.hwprofile's own forms;
 the run's manifest and the report say whose physics a figure rests on; a file that is no profile, or
 the profile of another GPU, is refused in one line before anything is written. Without a profile the
 traces are the datasheet's, bit for bit (tests/emulator/test_scoring.py pins their sha256)."""
@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import yaml
 
-from bench import hwprofile
 from bench.config import compose
-from bench.emulator import costmodel as cm
+from bench.model import costmodel as cm
+from bench.model import hwprofile
 from bench.resolve import Resolved
 
 REPO = Path(__file__).resolve().parents[2]

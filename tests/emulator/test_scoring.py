@@ -11,8 +11,9 @@ import pytest
 
 from bench.config import compose
 from bench.emulator.run import build, emulate
-from bench.emulator.scoring import Scorer, TeacherModel, teacher_models
+from bench.emulator.scoring import Scorer
 from bench.emulator.trace_out import step_rows
+from bench.model.costmodel import TeacherModel, teacher_models
 from bench.resolve import Resolved
 from bench.validate import validate, validate_workload
 

@@ -10,7 +10,7 @@ import pytest
 
 from bench.__main__ import main as bench_main
 from bench.config import compose
-from bench.emulator import costmodel as cm
+from bench.model import costmodel as cm
 from bench.resolve import Resolved
 
 PARAMS = 595_984_384  # Qwen3-0.6B, bench.flops.param_counts total

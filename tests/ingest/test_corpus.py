@@ -214,9 +214,9 @@ def test_the_sft_log_is_refused_as_not_an_rl_run(tmp_path, verl_corpus, capsys):
 def test_calibrate_composes_the_logged_algorithm_and_parallelism(runs):
     """C ran GPG with rollout TP 2 and Megatron TP 2 / PP 2: calibrate / predict / plan compose
     exactly that (not the schema's grpo and TP 1)."""
-    from bench import calibrate
+    from bench import run_setup
 
-    cfg, known = calibrate.compose_setup(runs[C][0], [])
+    cfg, known = run_setup.compose_setup(runs[C][0], [])
     assert str(cfg.workload.algorithm.value) == "gpg" and known["workload.algorithm"] == "gpg"
     assert (cfg.experiment.generator.tp, cfg.experiment.trainer.tp, cfg.experiment.trainer.pp) == (2, 2, 2)
     assert cfg.workload.group_size == 5 and cfg.workload.steps == 105

@@ -144,7 +144,7 @@ def test_hardware_the_logs_contradict_is_refused_naming_both(tmp_path, opd_resul
 
 def test_hardware_given_once_is_kept_for_every_later_command(tmp_path, opd_results):
     """hardware= given at ingest is the manifest's, and calibrate / predict / plan compose it."""
-    from bench import calibrate
+    from bench import run_setup
     from bench.ingest import main as ingest
     from bench.trace import RunPaths, read_manifest
 
@@ -155,7 +155,7 @@ def test_hardware_given_once_is_kept_for_every_later_command(tmp_path, opd_resul
     assert ingest(["--framework", "verl", "--logs", str(logs), "--out", str(out), "hardware=h100_sxm"]) == 0
     manifest = read_manifest(RunPaths(out))
     assert manifest["inferred"]["hardware"] == {"value": "h100_sxm", "source": "given"}
-    cfg, known = calibrate.compose_setup(manifest, [])
+    cfg, known = run_setup.compose_setup(manifest, [])
     assert known["hardware"] == "h100_sxm" and cfg.hardware.name == "H100-SXM"
 
 

@@ -23,8 +23,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench import flops, hwprofile
-from bench.emulator.costmodel import arch_of
+from bench import flops
+from bench.model import hwprofile
+from bench.model.costmodel import arch_of
 from bench.report import build
 from bench.speed_of_light import of_run, sentences
 from bench.trace import RunPaths, read_steps

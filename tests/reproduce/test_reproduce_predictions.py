@@ -49,7 +49,7 @@ def test_replay_is_derived_with_its_error_shown(verl_rows):
 
 def test_cross_framework_rows_are_calibrated_by_the_targets_profile(verl_rows):
     """The target framework's costs come from its shipped profile (conf/framework/*.yaml), fitted on
-    the target run itself: a calibration, not a prediction (bench.fwprofile)."""
+    the target run itself: a calibration, not a prediction (bench.model.fwprofile)."""
     for target, fw in (("prime", "prime_rl"), ("miles", "slime")):
         r = verl_rows[f"verl_to_{target}_steady_step_s"]
         assert r.status == "calibrated" and r.ours is not None, r

@@ -59,7 +59,7 @@ NOT_RENDERED = (
     "framework.modes",
     "framework.weight_sync",
     "framework.handoff_logged_as",
-    "framework.profile",  # the framework profile's fitted values and their provenance (bench/fwprofile.py)
+    "framework.profile",  # the framework profile's fitted values and their provenance (bench/model/fwprofile.py)
 )
 
 # BASH_ENV for every run: the real commands are functions that do nothing. srun prints what

@@ -1,27 +1,27 @@
-"""`bench profile fit RUN_DIR... framework=F [--out FILE]`: a framework profile, what framework F adds
-above the hardware, pooled over measured runs of F.
+"""A framework profile: what framework F adds above the hardware, pooled over measured runs of F
+(fit_runs, the inverse `bench profile fit` runs: bench/profile_fit.py), and read back for a
+prediction (profile_overrides).
 
 A profile holds the emulator inputs that belong to the framework, not to the workload or the GPU:
 the trainer's efficiency against the hardware's peak (`trainer_mfu`) and fixed cost a step
 (`optimizer_s`), its extra forward passes (`logprob_passes`), the inference engine's per-iteration
 floor (`decode_step_floor_s`) or bandwidth share (`decode_bw_eff`), the weight sync's fixed cost
 (`weight_sync_fixed_s`, beyond the bytes over the path) and the colocated hand-off
-(`handoff_measured_s`). Each run is fitted by `bench calibrate` (bench/calibrate_fit.py) against its
+(`handoff_measured_s`). Each run is fitted by `bench calibrate` (bench/model/calibrate_fit.py) against its
 own hardware's conf (peak FLOP/s, HBM bandwidth, links: the hardware part), so runs of F on any
 hardware pool; each value is the median over the runs that support it, its residual the spread
 between them ((max - min) / median), or the one run's own fit residual, and `fitted_on` names the runs.
 Inputs no run supports are listed under `not_fitted` with each run's reason: a prediction keeps their
-documented default and says so (bench.predict.chosen_inputs).
+documented default and says so (bench.model.inputs.chosen_inputs).
 
 The shipped profiles are the `profile:` blocks of conf/framework/<F>.yaml. `bench predict` takes the
 framework-specific inputs of a prediction from the target framework's profile and only the workload's
-shape from the source run (bench.predict._with_fitted).
+shape from the source run (bench.model.inputs.prediction_inputs).
 """
 
 from __future__ import annotations
 
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +61,8 @@ def fit_runs(run_dirs: list[Path], framework: str, given: list[str] = ()) -> dic
     """The profile of `framework` pooled over `run_dirs` (each calibrated as `bench calibrate` does,
     `given` filling what a run's manifest lacks). UsageError (one line) on a run of another
     framework, before any fit."""
-    from bench.calibrate import calibrate, read_run
+    from bench.model.calibration import calibrate
+    from bench.run_setup import read_run
 
     manifests = [read_run(d)[0] for d in run_dirs]
     for d, m in zip(run_dirs, manifests, strict=True):
@@ -96,9 +97,9 @@ def pooled(fits: list[tuple[str, Any, float, str]]) -> dict[str, Any]:
     """One input over several runs: the median value, the runs it was fitted on, and the residual:
     the spread between the runs ((max - min) / median, relative) when there are several, else the
     one run's own fit residual in its unit."""
-    from bench.calibrate_fit import _plain
+    from bench.model.calibrate_fit import plain
 
-    fits = [(r, _plain(v), res, unit) for r, v, res, unit in fits]  # numpy scalars as numbers, for YAML
+    fits = [(r, plain(v), res, unit) for r, v, res, unit in fits]  # numpy scalars as numbers, for YAML
     vals = [float(v) for _, v, _, _ in fits]
     med = statistics.median(vals)
     if isinstance(fits[0][1], int) and not isinstance(fits[0][1], bool):
@@ -141,71 +142,3 @@ def is_framework_cost(override: str) -> bool:
     """Whether a calibration's `key=value` is a framework cost (an emulator.* input), not the
     workload's shape (workload.*)."""
     return override.lstrip("+").startswith("emulator.")
-
-
-def to_yaml(profile: dict[str, Any]) -> str:
-    head = (
-        f"# Framework profile of {profile['framework']} fitted by `bench profile fit` (bench/fwprofile.py):\n"
-        "# paste `profile:` into conf/framework/<F>.yaml. Each value: median over the runs it was fitted on,\n"
-        "# residual the spread between them (or the one run's fit residual); not_fitted: why no run supports it.\n"
-    )
-    body = {k: v for k, v in profile.items() if k != "framework"}
-    return head + yaml.safe_dump({"profile": body}, sort_keys=False, width=120)
-
-
-def main(argv: list[str]) -> int:
-    """`python -m bench profile fit RUN_DIR... framework=F [--out FILE] [key=value ...]`."""
-    from bench.cli import add_overrides, command_parser
-    from bench.config import group_options
-
-    ap = command_parser(
-        "profile",
-        "Fit framework F's profile (trainer efficiency and fixed cost, log-prob passes, decode floor or "
-        "bandwidth share, weight-sync fixed cost, colocated hand-off) on measured runs of F: each run "
-        "calibrated as bench calibrate does against its own hardware, the values pooled (median, the "
-        "spread between runs as residual, the runs named).",
-        "each RUN_DIR (manifest.json, trace/: runs from bench ingest, run or emulate), conf/ and the overrides.",
-        "the profile YAML to --out (new) or, without --out, to stdout; nothing else.",
-        [
-            "python -m bench profile fit results/opd/verl framework=verl hardware=h100_sxm --out verl-profile.yaml"
-        ],
-    )
-    ap.add_argument("action", choices=["fit"], help="fit: pool the runs' fits into a profile")
-    ap.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="measured runs of framework F")
-    ap.add_argument("--out", type=Path, help="profile YAML to write (new); default: stdout")
-    add_overrides(ap, "framework=F (required) and what the runs' manifests lack, e.g. hardware=h100_sxm")
-    args = ap.parse_intermixed_args(argv)
-    # argparse puts every positional in run_dirs; key=value ones are overrides
-    given = [str(p) for p in args.run_dirs if "=" in str(p)] + list(args.overrides)
-    run_dirs = [p for p in args.run_dirs if "=" not in str(p)]
-    fw = [g.split("=", 1)[1] for g in given if g.startswith("framework=")]
-    options = group_options("framework")
-    if len(fw) != 1 or fw[0] not in options:
-        raise UsageError(f"framework=F: give exactly one of {', '.join(options)} (the runs' framework)")
-    if not run_dirs:
-        raise UsageError("no RUN_DIR: give the measured runs of the framework to fit")
-    if args.out is not None:
-        from bench.outdir import check_out
-
-        check_out(args.out, "profile", is_file=True)
-    profile = fit_runs(run_dirs, fw[0], [g for g in given if not g.startswith("framework=")])
-    if not profile["values"]:
-        raise UsageError(
-            f"no framework input could be fitted on {len(run_dirs)} run(s): "
-            + "; ".join(
-                f"{k} ({'; '.join(sorted(set(v.values())))})" for k, v in profile["not_fitted"].items()
-            )
-        )
-    text = to_yaml(profile)
-    if args.out is None:
-        sys.stdout.write(text)
-        return 0
-    from bench.trace import atomic_path
-
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(args.out) as tmp:
-        tmp.write_text(text)
-    for k, v in profile["values"].items():
-        print(f"fitted {k} = {v['value']} on {len(v['fitted_on'])} run(s) (residual {v['residual']:.3g})")
-    print(f"{args.out}: {len(profile['values'])} fitted, {len(profile['not_fitted'])} not fitted")
-    return 0

@@ -34,7 +34,7 @@ class Fit:
 
     def as_yaml(self) -> dict[str, Any]:
         out = {
-            "value": _plain(self.value),
+            "value": plain(self.value),
             "fitted_on": self.fitted_on,
             "residual": round(float(self.residual), 4),
         }
@@ -44,10 +44,10 @@ class Fit:
         return out
 
 
-def _plain(v: Any) -> Any:
+def plain(v: Any) -> Any:
     """numpy scalars (and dicts of them) as Python numbers, for YAML."""
     if isinstance(v, dict):
-        return {str(k): _plain(x) for k, x in v.items()}
+        return {str(k): plain(x) for k, x in v.items()}
     if isinstance(v, np.integer):
         return int(v)
     if isinstance(v, np.floating):
@@ -167,7 +167,7 @@ def step_flops(cfg: Any, steady: pd.DataFrame) -> np.ndarray:
     length (prompt + response tokens / samples); exact for equal lengths, and the attention term
     that depends on the spread is small against the dense one at these lengths."""
     from bench import flops
-    from bench.emulator.costmodel import plain_model
+    from bench.model.costmodel import plain_model
 
     m = plain_model(cfg.model)
     seq = ((steady.prompt_tokens + steady.response_tokens) / steady.samples).to_numpy(float)
@@ -253,8 +253,7 @@ def fit_decode(cfg: Any, r: Any, steps: pd.DataFrame, resp: list[Fit], rollouts,
     Both by bisection on the sum of modelled against logged gen_s; with a teacher, each step's
     modelled generation ends with one scoring batch of an engine's share of the step's tokens
     (bench.emulator.scoring), as the emulator's batch fill does."""
-    from bench.emulator.costmodel import engine_model
-    from bench.emulator.scoring import teacher_models
+    from bench.model.costmodel import engine_model, teacher_models
 
     engine = replace(engine_model(cfg, r), floor_s=0.0)
     full_bw = engine.gpus * float(cfg.hardware.hbm_tbps) * 1e12
@@ -325,7 +324,7 @@ def fit_sync(cfg: Any, r: Any, steady: pd.DataFrame, run: str) -> Fit:
     (costmodel.weight_sync_s with no fixed part, plus the colocated hand-off it counts in sync_s)."""
     from omegaconf import OmegaConf
 
-    from bench.emulator.costmodel import handoff_s, sync_path, weight_sync_s
+    from bench.model.costmodel import handoff_s, sync_path, weight_sync_s
 
     t = steady.sync_s.dropna().to_numpy(float)
     bare = OmegaConf.merge(cfg, {"emulator": {"weight_sync_fixed_s": 0.0}})
@@ -346,7 +345,7 @@ def fit_handoff(cfg: Any, r: Any, steady: pd.DataFrame, framework: str, run: str
     part). It describes this framework's hand-off, not another's: `handoff_measured_on` names it."""
     from omegaconf import OmegaConf
 
-    from bench.emulator.costmodel import handoff_s
+    from bench.model.costmodel import handoff_s
 
     none = {"handoff_fixed_s": 0.0, "handoff_measured_s": None}
     moved = handoff_s(OmegaConf.merge(cfg, {"framework": {"handoff_fixed_s": 0.0}, "emulator": none}), r)

@@ -502,7 +502,7 @@ def load_profile(path: Path) -> dict[str, Any]:
 # A config's profile: `hardware_profile=FILE` (the user's, relative to the working directory) wins over
 # `hardware.profile` (the hardware option's, relative to conf/hardware/); neither: the datasheet.
 
-HARDWARE_CONF_DIR = Path(__file__).resolve().parent.parent / "conf" / "hardware"
+HARDWARE_CONF_DIR = Path(__file__).resolve().parents[2] / "conf" / "hardware"
 REPO_DIR = HARDWARE_CONF_DIR.parent.parent
 DATASHEET = "datasheet"  # manifest emulator.hardware_source when no profile is set
 

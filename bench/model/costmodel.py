@@ -3,7 +3,7 @@ and the trainer (step compute, log-prob passes, weight sync). Pure functions of 
 
 Units: seconds, tokens, bytes, FLOPs, FLOP/s. Two sources of physics (docs/emulator.md, "Hardware
 profile"): the datasheet (conf/hardware) times the efficiencies of `cfg.emulator`, or, when the config
-names a measured hardware profile (`hardware_profile=FILE`, `hardware.profile`), bench.hwprofile's
+names a measured hardware profile (`hardware_profile=FILE`, `hardware.profile`), bench.model.hwprofile's
 fitted forms, which this module calls and never restates. Nothing here is fitted.
 """
 
@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
-from bench import flops, hwprofile
-from bench.resolve import Resolved, _trainer_state_bytes
+from bench import flops
+from bench.model import hwprofile
+from bench.resolve import Resolved, trainer_state_bytes
 
 
 def plain_model(model: Any) -> SimpleNamespace:
@@ -48,7 +49,9 @@ class EngineModel:
     # shortest decode iteration (s): the engine's launches, scheduling and sampling (a framework cost;
     # with a profile, whose launch term is measured, a floor on it, never added)
     floor_s: float = 0.0
-    profile: dict[str, Any] | None = None  # measured hardware profile (bench.hwprofile); None: datasheet
+    profile: dict[str, Any] | None = (
+        None  # measured hardware profile (bench.model.hwprofile); None: datasheet
+    )
     arch: hwprofile.Arch | None = None  # the model's shape as the profile's forms read it
     tied_head_bytes: float = 0.0  # a tied LM head: read every step (only the profile path counts it)
 
@@ -132,7 +135,7 @@ def engine_model(cfg: Any, r: Resolved) -> EngineModel:
 
 
 def arch_of(m: SimpleNamespace) -> hwprofile.Arch:
-    """The model's shape as bench.hwprofile's forms read it (layers, widths, heads; an MoE model's
+    """The model's shape as bench.model.hwprofile's forms read it (layers, widths, heads; an MoE model's
     expert width as `ffn`: the forms take its bytes and FLOPs from the emulator, not from the shape)."""
     return hwprofile.Arch(
         layers=int(m.layers),
@@ -161,7 +164,9 @@ class TrainerModel:
     bin_tokens: int = 0  # micro-batch length (tokens) of a framework that pads to DP; 0: none
     handoff_s: float = 0.0  # colocated rollout <-> train hand-off per step (s); engines stay paused
     handoff_in_sync: bool = True  # the framework's own timers count the hand-off in sync_s (else in wait_s)
-    profile: dict[str, Any] | None = None  # measured hardware profile (bench.hwprofile); None: datasheet
+    profile: dict[str, Any] | None = (
+        None  # measured hardware profile (bench.model.hwprofile); None: datasheet
+    )
     arch: hwprofile.Arch | None = None  # the model's shape as the profile's forms read it
     gpus: int = 1  # trainer GPUs: the step's FLOPs split over them
     micro_batch_tokens: int = 0  # tokens per GPU per micro-batch: each micro-batch launches every layer
@@ -280,7 +285,7 @@ def trainer_model(cfg: Any, r: Resolved) -> TrainerModel:
     measured = hwprofile.for_config(cfg)
     profile = measured[0] if measured else None
     # AdamW over the optimizer state one GPU holds, sharded as the trainer shards it (bench.resolve)
-    optimizer = hwprofile.optimizer_s(profile, _trainer_state_bytes(cfg, 0.0, 1.0)) if profile else None
+    optimizer = hwprofile.optimizer_s(profile, trainer_state_bytes(cfg, 0.0, 1.0)) if profile else None
     return TrainerModel(
         flop_rate=hw.peak_bf16_flops * r.trainer.gpus * em.trainer_mfu,
         optimizer_s=float(em.optimizer_s) if optimizer is None else optimizer,
@@ -375,3 +380,50 @@ def dp_padded_work(work: np.ndarray, tokens: np.ndarray, bin_tokens: float, dp: 
     heaviest = float(w.max())
     busiest = max((real + max(0, target - n) * heaviest) / dp, heaviest)
     return dp * busiest
+
+
+@dataclass(frozen=True)
+class TeacherModel:
+    """One teacher's engines and the time they take to score a batch."""
+
+    model: str  # conf/model option name
+    engines: int
+    engine_gpus: int
+    flop_rate: float  # achieved FLOP/s of one engine in a prefill-only pass
+    active_params: float
+    fixed_s: float  # per batch (s)
+    generator_share: float  # with_generator: engine GPUs / generator GPUs; 0 when dedicated
+    domains: tuple[str, ...]  # () = every domain
+
+    def compute_s(self, tokens: float) -> float:
+        """GPU seconds of the prefill-only forward over `tokens` prompt + response tokens."""
+        return 2.0 * self.active_params * tokens / self.flop_rate
+
+    def batch_s(self, tokens: float) -> float:
+        """Seconds one engine takes to score a batch of `tokens` prompt + response tokens."""
+        return self.fixed_s + self.compute_s(tokens)
+
+    def scores(self, domain: str) -> bool:
+        return not self.domains or domain in self.domains
+
+
+def teacher_models(cfg: Any, r: Resolved) -> list[TeacherModel]:
+    """The TeacherModel of every resolved teacher of cfg (r.teachers, in order)."""
+    hw, em = cfg.hardware, cfg.emulator
+    generator_gpus = r.engines * r.engine_gpus
+    out = []
+    for t in r.teachers:
+        shared = t.placement == "with_generator"
+        out.append(
+            TeacherModel(
+                model=t.model,
+                engines=t.engines,
+                engine_gpus=t.engine_gpus,
+                flop_rate=t.engine_gpus * float(hw.peak_bf16_flops) * float(em.prefill_mfu),
+                active_params=t.active_params,
+                fixed_s=float(em.score_fixed_s),
+                generator_share=t.engine_gpus / generator_gpus if shared and generator_gpus else 0.0,
+                domains=t.domains,
+            )
+        )
+    return out
