@@ -1,6 +1,7 @@
 """`python -m bench probe`: measure a node with plain PyTorch, for the cost model (docs/probe.md).
 
     python -m bench probe [model=<conf/model>] [--out DIR] [--quick] [--fs-path PATH]
+    python -m bench probe cluster=<site> [model=<conf/model>] [--out DIR] [--quick] [--fs-path PATH]
     python -m bench probe fit PROBE.json... --out PROFILE.yaml [--models a,b]
     python -m bench probe check PROBE.json --profile PROFILE.yaml [--json]
 
@@ -10,13 +11,17 @@ card, a checkpoint-sized write + fsync and cold read on --fs-path, one decode it
 a CUDA graph over a batch x context grid, prefill and train steps over a token grid, NCCL all-reduce
 and broadcast with more than one GPU, and nvidia-smi samples throughout (read by bench.telemetry's
 one reader). Without a GPU the same code runs on the CPU with tiny shapes (what the tests run);
-every figure then says device "cpu". `fit` and `check` are bench.model.hwprofile's.
+every figure then says device "cpu". With cluster=<site> the same measurement runs as one Slurm job
+per node type of the site (bench.probe_cluster), into DIR/<node type>/probe.json. `fit` and `check`
+are bench.model.hwprofile's.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -175,51 +180,95 @@ def main(argv: list[str]) -> int:
         "device and host copies, allocation, a checkpoint-sized write and read, decode iterations from a "
         "CUDA graph, prefill and train steps, NCCL with several GPUs, and nvidia-smi samples throughout. "
         "Without a GPU it runs the same code on the CPU with tiny shapes. "
+        "With cluster=<site> it submits the same measurement as one Slurm job per node type of the site "
+        "(one whole node each, the way `bench run` submits), waits for them and prints one line per node type. "
         "`probe fit` and `probe check` turn probe files into a hardware profile and test it.",
-        "conf/model/<name>.yaml for each model= (default: qwen3_0_6b, qwen3_1_7b, qwen3_4b); --fs-path for the write test.",
-        "DIR/probe.json (docs/probe.md) and DIR/nvidia-smi.csv when nvidia-smi is present; refuses a DIR that holds a probe.json.",
+        "conf/model/<name>.yaml for each model= (default: qwen3_0_6b, qwen3_1_7b, qwen3_4b); --fs-path for the write test; "
+        "with cluster=, conf/cluster/<site>.yaml (a node type is its partition, GPU type and constraint; cluster=a,b probes several).",
+        "DIR/probe.json (docs/probe.md) and DIR/nvidia-smi.csv when nvidia-smi is present; refuses a DIR that holds a probe.json. "
+        "With cluster=: DIR/<node type>/probe.json, job.log and submitit/ (the Slurm job's script, pickles and log) for each node type; "
+        "refuses a DIR that holds results.",
         [
             "python -m bench probe --out probes/h200",
+            "python -m bench probe cluster=example_site --quick --out probes/example_site",
             "python -m bench probe model=qwen3_8b --quick --fs-path /shared/scratch",
             "python -m bench probe fit probes/h200/probe.json --out h200.yaml",
             "python -m bench probe check probes/h200/probe.json --profile h200.yaml --json",
         ],
     )
     ap.add_argument(
-        "--out", type=Path, default=Path("probe"), help="directory for probe.json (default ./probe)"
+        "--out",
+        type=Path,
+        default=Path("probe"),
+        help="directory for probe.json, or with cluster= for one folder per node type (default ./probe)",
     )
     ap.add_argument(
         "--quick", action="store_true", help="smaller grids and a 1-GiB filesystem test (minutes, not tens)"
     )
-    ap.add_argument("--fs-path", type=Path, help="where to write the checkpoint-sized file (default: --out)")
-    add_overrides(ap, "model=<conf/model> (repeatable: model=a model=b)")
+    ap.add_argument(
+        "--fs-path",
+        type=Path,
+        help="where to write the checkpoint-sized file (default: --out; with cluster=, each node type's folder)",
+    )
+    add_overrides(
+        ap,
+        "model=<conf/model> (repeatable: model=a model=b); cluster=<conf/cluster> (a Slurm site: one job "
+        "per node type; cluster=a,b for several)",
+    )
     args = ap.parse_intermixed_args(argv)
-    models = []
+    models, clusters = [], []
     for o in args.overrides:
         key, _, value = o.partition("=")
-        if key != "model" or not value:
-            raise UsageError(f"{o}: bench probe takes model=<conf/model> only (e.g. model=qwen3_0_6b)")
-        models.append(value)
+        if key == "model" and value:
+            models.append(value)
+        elif key == "cluster" and value:
+            clusters.append(value)
+        else:
+            raise UsageError(
+                f"{o}: bench probe takes model=<conf/model> and cluster=<conf/cluster> only "
+                "(e.g. model=qwen3_0_6b cluster=testbed)"
+            )
+    models = models or DEFAULT_MODELS
+    for name in models:  # an unknown or MoE model is refused before anything is written or submitted
+        ps.model_shape(name, cpu=True)
+    if clusters:
+        from bench import probe_cluster
+
+        return probe_cluster.main(clusters, models, args.out, args.quick, args.fs_path, measure_into)
     target = args.out / "probe.json"
     if target.exists():
         raise UsageError(f"--out {args.out}: already holds probe.json; choose a new directory")
     from bench.outdir import check_out
 
     check_out(args.out, "probe")  # never inside a run directory, over others' files or under a file
+    print(measure_into(args.out, models, args.quick, args.fs_path, sys.stderr.isatty()))
+    return 0
+
+
+def measure_into(
+    out: Path, models: list[str], quick: bool, fs_path: Path | None, progress: bool = False
+) -> str:
+    """This node measured into out/probe.json (out checked by the caller); the one-line summary.
+    `bench probe` calls it here; with cluster=, bench.probe_cluster submits it (pickled by submitit)
+    as the Slurm job of each node type, so both measure with the same code."""
     try:
-        args.out.mkdir(parents=True, exist_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise UsageError(f"--out {args.out}: {e.strerror}") from None
-    probe = measure(
-        models or DEFAULT_MODELS, args.out, args.quick, args.fs_path or args.out, sys.stderr.isatty()
-    )
+        raise UsageError(f"--out {out}: {e.strerror}") from None
+    probe = measure(models, out, quick, fs_path or out, progress)
+    probe["host"] = socket.gethostname()
+    if "SLURM_JOB_ID" in os.environ:  # where the measurement ran: the job of its node type
+        names = ("job_id", "job_nodelist", "job_partition", "job_gpus")
+        probe["slurm"] = {
+            k: os.environ[f"SLURM_{k.upper()}"] for k in names if f"SLURM_{k.upper()}" in os.environ
+        }
+    target = out / "probe.json"
     _write_new(target, json.dumps(probe, indent=1))
     failed = [k for k, v in probe["sections"].items() if "error" in v]
-    print(
+    return (
         f"{target}: {len(probe['sections'])} sections on {probe['sections']['env'].get('name', probe['device'])}"
         + (f"; failed: {', '.join(failed)}" if failed else "")
     )
-    return 0
 
 
 def fit_main(argv: list[str]) -> int:
