@@ -39,6 +39,9 @@ def _driver(results: Path, *frameworks: str) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # as from a terminal: under `nohup pytest` SIGHUP would be inherited ignored, and a driver
+        # started with SIGHUP ignored keeps it ignored by design (bench.job.cancel_on_signals)
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
     )
 
 
