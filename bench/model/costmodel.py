@@ -152,7 +152,8 @@ def arch_of(m: SimpleNamespace) -> hwprofile.Arch:
 @dataclass(frozen=True)
 class TrainerModel:
     """Trainer step costs: FLOPs of the step's tokens over achieved FLOP/s (datasheet) or through
-    hwprofile's eager forms (a measured profile), plus fixed costs."""
+    hwprofile's eager forms (a measured profile), plus fixed costs: the optimizer step and, when the
+    experiment keeps trainer state in host memory, its transfer for the update (`offload_s`)."""
 
     flop_rate: float  # achieved FLOP/s of the whole trainer pool (datasheet path)
     optimizer_s: float  # per step: emulator.optimizer_s, or hwprofile.optimizer_s of one GPU's shard
@@ -170,6 +171,9 @@ class TrainerModel:
     arch: hwprofile.Arch | None = None  # the model's shape as the profile's forms read it
     gpus: int = 1  # trainer GPUs: the step's FLOPs split over them
     micro_batch_tokens: int = 0  # tokens per GPU per micro-batch: each micro-batch launches every layer
+    # per step: the state experiment.trainer.offload_* keep in host memory, loaded for the update and
+    # put back over the host link (s; offload_s below): part of the update, not of its FLOP rate
+    offload_s: float = 0.0
 
     @property
     def sync_phase_s(self) -> float:
@@ -188,7 +192,8 @@ class TrainerModel:
     def step_times(self, seq_lens: np.ndarray) -> tuple[float, float]:
         """(logprob_s, compute_s) of one step on sequences of `seq_lens` tokens.
 
-        compute_s = fwd+bwd FLOPs / achieved FLOP/s + optimizer_s; each log-prob pass is a forward
+        compute_s = fwd+bwd FLOPs / achieved FLOP/s + optimizer_s + offload_s (the offloaded state's
+        transfer: bytes over the host link, whatever the FLOP rate); each log-prob pass is a forward
         (one third of fwd+bwd) at the same efficiency. With a profile, the same FLOPs per GPU through
         hwprofile.eager_s ("train" for fwd+bwd, "prefill" for a forward), each rank launching every
         layer once per micro-batch of its share of the step's tokens.
@@ -201,8 +206,11 @@ class TrainerModel:
             passes = max(1, math.ceil(tokens / self.micro_batch_tokens)) if self.micro_batch_tokens else 1
             forward = hwprofile.eager_s(self.profile, self.arch, "prefill", f / 3.0, passes, self.gpus)
             train = hwprofile.eager_s(self.profile, self.arch, "train", f, passes, self.gpus)
-            return self.logprob_passes * forward, train + self.optimizer_s
-        return self.logprob_passes * f / 3.0 / self.flop_rate, f / self.flop_rate + self.optimizer_s
+            return self.logprob_passes * forward, train + self.optimizer_s + self.offload_s
+        return (
+            self.logprob_passes * f / 3.0 / self.flop_rate,
+            f / self.flop_rate + self.optimizer_s + self.offload_s,
+        )
 
 
 SYNC_PATHS = ("ipc", "nccl", "filesystem")
@@ -250,30 +258,55 @@ def weight_sync_s(cfg: Any, r: Resolved) -> float:
 
 def handoff_s(cfg: Any, r: Resolved) -> float:
     """Colocated rollout <-> train hand-off per step (s): what each GPU moves to host memory and back
-    over `hardware.host_gbps` (the trainer's params + grads + optimizer when the framework offloads
-    the trainer, or the experiment offloads them), plus the framework's fixed sleep + wake cost: as
-    measured on one of its runs (`emulator.handoff_measured_s` when `handoff_measured_on` names it),
-    else as the framework states it (`framework.handoff_fixed_s`), else `emulator.handoff_fixed_s`.
-    0 when disaggregated."""
+    over `hardware.host_gbps` to make room for the engines (the trainer's resident params + grads +
+    optimizer when the framework offloads the trainer: slime's --colocate), plus the framework's fixed
+    sleep + wake cost: as measured on one of its runs (`emulator.handoff_measured_s` when
+    `handoff_measured_on` names it), else as the framework states it (`framework.handoff_fixed_s`),
+    else `emulator.handoff_fixed_s`. What the experiment offloads (experiment.trainer.offload_*) is
+    already in host memory while the engines generate: its transfer is the update's (`offload_s`),
+    not the hand-off's. 0 when disaggregated."""
     if not r.colocated:
         return 0.0
     fw, em = cfg.framework, cfg.emulator
     measured = em.get("handoff_measured_s") if em.get("handoff_measured_on") == fw.name else None
     stated = fw.get("handoff_fixed_s")
     fixed = float(next(v for v in (measured, stated, em.handoff_fixed_s) if v is not None))
-    # the framework moves the whole resident trainer state; else what the experiment offloads is
-    # loaded for the update and put back (both sharded as the trainer shards them: bench.resolve)
-    offloads = fw.get("offloads_trainer", False)
-    offloaded = r.trainer_bytes_per_gpu if offloads else r.trainer_offloaded_bytes_per_gpu
-    if offloaded == 0.0:
+    # the framework moves the whole resident trainer state (sharded as the trainer shards it: bench.resolve)
+    moved = r.trainer_bytes_per_gpu if fw.get("offloads_trainer", False) else 0.0
+    if moved == 0.0:
         return fixed
+    return 2.0 * moved / _host_Bps(cfg, moved, "a colocated hand-off") + fixed
+
+
+def _host_Bps(cfg: Any, moved: float, what: str) -> float:
+    """hardware.host_gbps in bytes/s (GPU <-> host, per GPU, each way); refused when unknown."""
     host = float(cfg.hardware.get("host_gbps") or 0.0)
     if host <= 0:
         raise ValueError(
-            f"hardware.host_gbps: unknown for {cfg.hardware.name}; a colocated hand-off moves "
-            f"{offloaded / 1e9:.1f} GB per GPU to host memory and back: set hardware.host_gbps (GB/s)"
+            f"hardware.host_gbps: unknown for {cfg.hardware.name}; {what} moves "
+            f"{moved / 1e9:.1f} GB per GPU to host memory and back: set hardware.host_gbps (GB/s)"
         )
-    return 2.0 * offloaded / (host * 1e9) + fixed
+    return host * 1e9
+
+
+def offload_s(cfg: Any, r: Resolved) -> float:
+    """Per step (s): the trainer state experiment.trainer.offload_params / offload_optimizer keep in
+    host memory (r.trainer_offloaded_bytes_per_gpu: weights + grads and / or AdamW state, sharded as
+    the trainer shards them), loaded onto each GPU for the update and put back after it, in any
+    placement. verl's FSDP and Megatron workers do this inside update_actor (load before
+    update_policy, offload after), so its timer counts it. Bytes over the host link one way each:
+    the measured pinned host-to-device and device-to-host rates of the config's hardware profile
+    (offloaded state is held in pinned host buffers: a non-blocking device-to-host copy lands in
+    pinned memory), else `hardware.host_gbps` each way. 0 when nothing is offloaded."""
+    moved = r.trainer_offloaded_bytes_per_gpu
+    if moved == 0.0:
+        return 0.0
+    measured = hwprofile.for_config(cfg)
+    links = (measured[0].get("measured") or {}) if measured else {}
+    h2d, d2h = links.get("host_h2d_pinned_Bps"), links.get("host_d2h_pinned_Bps")
+    if h2d and d2h:
+        return moved / float(h2d) + moved / float(d2h)
+    return 2.0 * moved / _host_Bps(cfg, moved, "an offloaded trainer update")
 
 
 def trainer_model(cfg: Any, r: Resolved) -> TrainerModel:
@@ -301,6 +334,7 @@ def trainer_model(cfg: Any, r: Resolved) -> TrainerModel:
         arch=arch_of(m),
         gpus=max(1, r.trainer.gpus),
         micro_batch_tokens=int(cfg.experiment.trainer.micro_batch_tokens),
+        offload_s=offload_s(cfg, r),
     )
 
 

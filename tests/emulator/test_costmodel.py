@@ -55,7 +55,10 @@ def test_trainer_step_time_is_flops_over_achieved_rate(case1):
     assert tm.flops(seqs) == pytest.approx(f, rel=1e-3)
     logprob_s, compute_s = tm.step_times(seqs)
     rate = 989e12 * 64 * case1.emulator.trainer_mfu
-    assert compute_s == pytest.approx(f / rate + case1.emulator.optimizer_s, rel=1e-3)
+    # case 1 keeps the optimizer state on the host: its transfer is part of the update, not of the rate
+    offload = cm.offload_s(case1, Resolved.from_config(case1))
+    assert offload > 0 and tm.offload_s == offload
+    assert compute_s == pytest.approx(f / rate + case1.emulator.optimizer_s + offload, rel=1e-3)
     assert logprob_s == 0.0  # prime-rl: old log-probs come from inference
     verl_cfg = compose(["experiment=semianalysis_case1", "framework=verl"])
     verl = cm.trainer_model(verl_cfg, Resolved.from_config(verl_cfg))
@@ -70,3 +73,54 @@ def test_weight_sync_is_shard_bytes_over_the_link(case1):
     assert cm.weight_sync_s(colocated, Resolved.from_config(colocated)) == pytest.approx(
         shard / (450e9 * 0.5) + 1.0
     )
+
+
+# Qwen3-0.6B on one H100 (PCIe Gen5 host link, 64 GB/s each way)
+SMALL = ["experiment=smoke", "model=qwen3_0_6b", "hardware=h100_sxm", "framework=verl"]
+PARAMS = 595_984_384  # Qwen3-0.6B, bench.flops.param_counts total
+
+
+def _trainer(overrides: list[str]) -> cm.TrainerModel:
+    cfg = compose(overrides)
+    return cm.trainer_model(cfg, Resolved.from_config(cfg))
+
+
+def test_offloaded_state_is_loaded_for_the_update_and_put_back_in_any_placement():
+    """experiment.trainer.offload_*: the offloaded bytes per GPU (4 a parameter of weights + grads, 12
+    of AdamW state; one trainer GPU holds them all) cross the host link in and out once per step,
+    charged in the update whatever the placement; nothing offloaded, nothing charged."""
+    one = ["experiment.trainer_gpus=1", "experiment.generator_gpus=1"]
+    both = ["experiment.trainer.offload_params=true", "experiment.trainer.offload_optimizer=true"]
+    for placement in ("colocated", "disaggregated"):
+        base = [*SMALL, *one, f"experiment.placement={placement}"]
+        assert _trainer(base).offload_s == 0.0
+        opt = _trainer([*base, "experiment.trainer.offload_optimizer=true"])
+        assert opt.offload_s == pytest.approx(2 * PARAMS * 12 / 64e9)
+        assert _trainer([*base, *both]).offload_s == pytest.approx(2 * PARAMS * 16 / 64e9)
+        # charged as time, not through the FLOP rate
+        seqs = np.array([1024.0, 2048.0])
+        plain = _trainer(base)
+        assert opt.step_times(seqs)[1] == pytest.approx(plain.step_times(seqs)[1] + opt.offload_s)
+        assert opt.step_times(seqs)[0] == plain.step_times(seqs)[0]  # log-prob passes do not load it
+        # verl's colocated hand-off moves nothing of its own: the offloaded state is not counted twice
+        assert opt.handoff_s == 0.0
+    # sharded as the trainer shards it: FSDP over 8 GPUs moves an eighth per GPU
+    eight = _trainer([*SMALL, "experiment.trainer_gpus=8", "experiment.trainer.offload_optimizer=true"])
+    assert eight.offload_s == pytest.approx(2 * PARAMS * 12 / 8 / 64e9)
+
+
+def test_offload_uses_the_profiles_measured_pinned_host_copies():
+    """With a hardware profile, each way at its measured pinned rate (conf/hardware/profiles/h200.yaml)."""
+    cfg = compose([*SMALL, "hardware=h200", "hardware.profile=profiles/h200.yaml",
+                   "experiment.trainer.offload_optimizer=true"])  # fmt: skip
+    r = Resolved.from_config(cfg)
+    moved = r.trainer_offloaded_bytes_per_gpu
+    assert moved == pytest.approx(PARAMS * 12 / cfg.experiment.trainer_gpus)
+    assert cm.offload_s(cfg, r) == pytest.approx(moved / 55407245497.4755 + moved / 55315719785.38017)
+
+
+def test_offload_without_a_host_link_is_refused():
+    with pytest.raises(
+        ValueError, match=r"hardware.host_gbps: unknown for H100-SXM; an offloaded trainer update"
+    ):
+        _trainer([*SMALL, "experiment.trainer.offload_optimizer=true", "hardware.host_gbps=0"])

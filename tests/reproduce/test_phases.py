@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from bench.model import costmodel
 from bench.reproduce import phases, table
 from bench.reproduce.spec import PUBLISHED_DIR, Context, SpecError, load_case, load_cases
 from bench.resolve import Resolved
@@ -156,12 +157,31 @@ def test_fit_reproduces_the_published_sync_row_within_one_percent():
         assert fit.emulated[phase] == pytest.approx(published, rel=0.01)
     assert fit.values["emulator.logprob_passes"] == 1
     assert fit.notes == []  # no input at a bound, converged
-    assert fit.emulated["logprob_s"] == pytest.approx((286 - 1.0) / 3, rel=0.01)  # optimizer_s 1 s
+    # a pass is a third of the update's compute: less optimizer_s (1 s) and the offloaded state's
+    # host transfer (offload=True in verl's colocate scripts: 7.6 GB per GPU in and out at 64 GB/s)
+    cfg = phases.configs(case, fig)[0]
+    offload = costmodel.offload_s(cfg, Resolved.from_config(cfg))
+    assert offload == pytest.approx(2 * 7.6152832e9 / 64e9)
+    assert fit.emulated["logprob_s"] == pytest.approx((286 - 1.0 - offload) / 3, rel=0.01)
     # the async row carries the efficiencies, not the colocated hand-off
     row = phases.row_overrides(case, next(f for f in case.figures if f.id == "fsdp2_async_step"), fit)
     assert any(o.startswith("emulator.trainer_mfu=") for o in row)
     synced = [o for o in row if o.startswith("emulator.weight_sync_fixed_s=")]
     assert synced == ["emulator.weight_sync_fixed_s=0.3"]
+
+
+def test_fit_gives_the_compute_efficiency_of_an_offloading_row():
+    """With experiment.trainer.offload_* the update carries the state's host transfer as time: the
+    fit recovers the known trainer_mfu of the compute alone (Megatron: 36 GB per GPU, 1.13 s)."""
+    base = [
+        "experiment=verl_one_step_off_phases_h20", "framework=verl", "experiment.trainer.sharding=megatron",
+        "experiment.trainer.offload_params=true", "experiment.trainer.offload_optimizer=true",
+    ]  # fmt: skip
+    cfg = phases._compose([*base, "emulator.trainer_mfu=0.2"])
+    assert costmodel.offload_s(cfg, Resolved.from_config(cfg)) > 1.0
+    measured = phases.phase_means(phases.steps_table(cfg), cfg, 1)
+    fit = phases.fit_sync(base, {"compute_s": measured["compute_s"]}, 1)
+    assert fit.values["emulator.trainer_mfu"] == pytest.approx(0.2, rel=1e-4)
 
 
 def test_step_fitted_by_decode_when_no_generation_is_published():
