@@ -46,31 +46,18 @@ def layer(mod: str) -> int:
     return 3 if mod in COMMANDS else 0
 
 
-SETUP = [
-    "model=qwen3_0_6b",
-    "hardware=h100_sxm",
-    "experiment.placement=colocated",
-    "experiment.trainer_gpus=1",
-    "experiment.generator_gpus=1",
-    "workload.max_response_len=128",
-    "workload.max_prompt_len=512",
-    "workload.group_size=16",
-    "workload.prompts_per_step=8",
-    "experiment.placement=disaggregated",
-]
-
-
 def walk() -> dict:
     """Trace one prediction (verl -> prime_rl) in this process; the counts above."""
     from bench import predict
     from bench.fixtures import fixtures_dir
     from bench.reproduce import opd_logs
     from bench.reproduce.spec import Context
+    from tests.calibrate.test_predict import SETUP  # the prediction tests/calibrate runs
 
     tmp = Path(tempfile.mkdtemp(prefix="walk-"))
     ctx = Context(data_root=fixtures_dir() / "opd-benchmark", work_dir=tmp)
     run = opd_logs.load_run("opd-frameworks", "verl", "verl", ctx).run_dir.root
-    given = [*SETUP, "framework=prime_rl"]
+    given = [*SETUP, "experiment.placement=disaggregated", "framework=prime_rl"]
 
     stack: list[str] = []  # the bench module of each frame on the traced stack, outermost first
     entered: set[str] = set()

@@ -180,9 +180,14 @@ def complete(df: pd.DataFrame, cols: list[str]) -> bool:
 
 
 def fit_trainer(cfg: Any, r: Any, steady: pd.DataFrame, run: str) -> tuple[list[Fit], float]:
-    """trainer_mfu and optimizer_s from compute_s = F / rate + optimizer_s; returns the fits and the
-    achieved FLOP rate (FLOP/s) the log-prob fit reuses."""
-    f, t = step_flops(cfg, steady), steady.compute_s.to_numpy(float)
+    """trainer_mfu and optimizer_s from compute_s = F / rate + optimizer_s + offload_s; returns the
+    fits and the achieved FLOP rate (FLOP/s) the log-prob fit reuses. offload_s (the offloaded
+    trainer state over the host link, costmodel.offload_s) is the cost model's own term, taken out
+    before the fit so a replay does not count it twice (once fitted into optimizer_s, once added)."""
+    from bench.model.costmodel import offload_s
+
+    f = step_flops(cfg, steady)
+    t = steady.compute_s.to_numpy(float) - offload_s(cfg, r)
     scale = float(f.mean())  # FLOPs ~1e14: scaled to ~1, or lstsq drops the intercept column as noise
     slope, intercept = np.linalg.lstsq(np.c_[f / scale, np.ones_like(f)], t, rcond=None)[0]
     slope /= scale

@@ -95,9 +95,7 @@ def prediction_inputs(
     costs = [o for o in fitted if fwprofile.is_framework_cost(o)]
     from_profile, profile = ([], None) if replay else fwprofile.profile_overrides(framework)
     from_run = [*shape, *(costs if replay else [])]
-    cfg, _ = compose_setup(
-        manifest, [f"framework={framework}", *rest], [*extra, *from_run, *from_profile]
-    )
+    cfg, _ = compose_setup(manifest, [f"framework={framework}", *rest], [*extra, *from_run, *from_profile])
     inputs_from = {
         "run": sorted(key(o) for o in from_run),  # the source run's calibration
         "left_out": sorted(key(o) for o in costs if not replay),  # the source framework's own costs
