@@ -6,9 +6,12 @@ The forms (costs add; a max only where work overlaps a CPU that launches it):
 
 - decode iteration (CUDA graph) = launch x (kernels_per_layer x layers + kernels_per_iteration)
   + weight_bytes / weight_Bps + kv_bytes / (kv_Bps x min(1, batch x kv_heads / attention_blocks_full))
-  + flops / decode_flops. The launch term is the per-iteration cost that grows with layers, not bytes;
-  attention gets a share of the GPU proportional to the blocks the batch gives it (one per sequence
-  and KV head) until `attention_blocks_full` blocks fill it.
+  + flops x (h + width_half) / h / decode_flops. The launch term is the per-iteration cost that grows
+  with layers, not bytes; attention gets a share of the GPU proportional to the blocks the batch
+  gives it (one per sequence and KV head) until `attention_blocks_full` blocks fill it; a narrow
+  model's GEMMs reach less of the GPU (the dense width factor, fitted once). Rows of one model
+  cannot separate the launch term from the weight stream: then the weight stream is read at the
+  measured device copy bandwidth.
 - prefill (eager) = max(launch_per_layer x layers, flops / (gemm_peak x h / (h + width_half)))
 - training step (eager) = max(train_launch_per_layer x layers, 3 x flops / (same rate))
   + optimizer bytes (16 B/param read + written) / device copy bandwidth.
@@ -228,16 +231,28 @@ def decode_s(
 
 
 def _decode_features(
-    profile, arch: Arch, batch, context, weights, kv, blocks_full=None, matmul_flops=None, gpus: int = 1
+    profile,
+    arch: Arch,
+    batch,
+    context,
+    weights,
+    kv,
+    blocks_full=None,
+    matmul_flops=None,
+    gpus: int = 1,
+    width_half=None,
 ):
     """[kernel launches, weight bytes, KV bytes over the attention share, FLOPs] of one iteration
-    on one of `gpus` GPUs; matmul FLOPs default to weights x batch (2 FLOPs per bf16 parameter)."""
+    on one of `gpus` GPUs; matmul FLOPs default to weights x batch (2 FLOPs per bf16 parameter).
+    FLOPs are weighted by (hidden + width_half) / hidden: a narrow model's GEMMs reach less of the
+    GPU, as in prefill and training (the dense section's width_half, the same GEMMs)."""
     full = blocks_full if blocks_full is not None else _v(profile, "decode", "attention_blocks_full")
+    half = width_half if width_half is not None else _v(profile, "dense", "width_half")
     share = np.minimum(1.0, np.multiply(batch, max(arch.kv / gpus, 1.0)) / full)
     matmul = matmul_flops if matmul_flops is not None else np.multiply(weights, batch)
     flops = matmul + 4.0 * np.multiply(batch, context) * arch.heads * arch.hd * arch.layers
     launches = KERNELS_PER_LAYER * arch.layers + KERNELS_PER_ITERATION
-    return [launches, weights / gpus, kv / share / gpus, flops / gpus]
+    return [launches, weights / gpus, kv / share / gpus, flops / gpus * (arch.hidden + half) / arch.hidden]
 
 
 def _decode_coefs(profile) -> list[float]:
@@ -305,28 +320,41 @@ def _fitted(value: float, rows: list[Row], errors: Iterable[float]) -> dict[str,
     }
 
 
-def _fit_decode(rows: list[Row]) -> dict[str, Any]:
+def _fit_decode(rows: list[Row], copy_Bps: float, width_half: float) -> dict[str, Any]:
     """Non-negative least squares on relative error, linear in the four coefficients for each
     attention_blocks_full on a grid (every subset of the terms is tried, so a term the rows cannot
-    identify is dropped, not fitted negative); the smallest squared relative error wins."""
+    identify is dropped, not fitted negative); the smallest squared relative error wins.
+
+    Rows of one model cannot separate the launch term from the weight stream: both are the same
+    constant over its batch x context grid (one layer count, one weight size), so any split fits
+    equally and the fit's split is arbitrary, while another size needs the right one. Then the weight
+    stream is read at the measured device copy bandwidth `copy_Bps` (B/s; fitted on two or more
+    sizes of the H200 probe it comes out 0.92-1.11x of it) and the launch term is fitted to the rest."""
     y = np.array([r.measured_s for r in rows])
+    one_model = len({(r.arch.layers, r.weight_bytes) for r in rows}) == 1
+    fixed = np.zeros(4)
+    if one_model:
+        fixed[1] = 1.0 / copy_Bps
     best = None
     for full in ATTENTION_BLOCKS_GRID:
         X = np.array(
             [
-                _decode_features(None, r.arch, r.batch, r.length, r.weight_bytes, r.kv_bytes, full)
+                _decode_features(
+                    None, r.arch, r.batch, r.length, r.weight_bytes, r.kv_bytes, full, width_half=width_half
+                )
                 for r in rows
             ]
         )
         A = X / y[:, None]
+        target = 1.0 - A @ fixed  # what the fitted terms explain, relative to each row
         for keep in itertools.product((True, False), repeat=X.shape[1]):
-            cols = [i for i, k in enumerate(keep) if k]
-            if not cols:
+            cols = [i for i, k in enumerate(keep) if k and not fixed[i]]
+            if not cols or len(cols) < sum(keep):
                 continue
-            sub, *_ = np.linalg.lstsq(A[:, cols], np.ones_like(y), rcond=None)
+            sub, *_ = np.linalg.lstsq(A[:, cols], target, rcond=None)
             if (sub <= 0).any():
                 continue
-            coefs = np.zeros(X.shape[1])
+            coefs = fixed.copy()
             coefs[cols] = sub
             err = float(np.sum((X @ coefs / y - 1) ** 2))
             if best is None or err < best[0] - 1e-12:
@@ -343,9 +371,18 @@ def _fit_decode(rows: list[Row]) -> dict[str, Any]:
             "not_identified": "these rows do not separate this term (fitted coefficient 0)",
         }
 
+    weight = (
+        {
+            "value": float(copy_Bps),
+            "read": "the measured device copy bandwidth: rows of one model do not separate the weight "
+            "stream from the launch term (both constant over its grid); fit two or more sizes to fit it",
+        }
+        if one_model
+        else inverse(c[1])
+    )
     return {
         "launch_s_per_kernel": _fitted(c[0], rows, errors),
-        "weight_Bps": inverse(c[1]),
+        "weight_Bps": weight,
         "kv_Bps": inverse(c[2]),
         "flops": inverse(c[3]),
         "attention_blocks_full": _fitted(full, rows, errors),
@@ -432,9 +469,10 @@ def fit(probes: list[tuple[str, dict[str, Any]]], models: list[str] | None = Non
         "sources": [name for name, _ in probes],
         "fitted_models": sorted({r.model for r in rows}),
         "measured": {k: v for k, v in measured.items() if k != "device"},
-        "decode": _fit_decode(by["decode"]),
     }
     profile.update(_fit_dense(by["prefill"], by["train"], profile["measured"]))
+    half = float(profile["dense"]["width_half"]["value"])
+    profile["decode"] = _fit_decode(by["decode"], float(measured["device_copy_Bps"]), half)
     return profile
 
 
