@@ -24,7 +24,7 @@ from omegaconf import MISSING
 
 from bench.cli import number_arg  # noqa: F401  (re-exported for old callers: the one numeric flag type)
 from bench.errors import UsageError
-from bench.model import hwprofile
+from bench.model import hwprofile_conf
 from bench.overrides import Schema
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -463,7 +463,7 @@ def value_problems(cfg: Any) -> list[str]:
             f"{shown}: {', '.join(twice)} listed twice; list each framework once: experiment.frameworks=[{once}]"
         )
     try:  # the file is read and matched to hardware.name here, before any command writes
-        hwprofile.for_config(cfg)
+        hwprofile_conf.for_config(cfg)
     except UsageError as e:
         out.append(str(e))
     return out

@@ -35,7 +35,7 @@ import yaml
 from bench import probe_sections as ps
 from bench import telemetry
 from bench.errors import UsageError
-from bench.model import hwprofile
+from bench.model import hwprofile, hwprofile_conf
 
 # (batch, context) of the decode grid and (batch, seq) of prefill / train, on a GPU and with --quick
 DECODE_GRID = [
@@ -319,7 +319,7 @@ def check_main(argv: list[str]) -> int:
     )
     args = ap.parse_args(argv)
     result = hwprofile.check(
-        hwprofile.load_probe(args.probe), hwprofile.load_profile(args.profile), args.probe.name
+        hwprofile.load_probe(args.probe), hwprofile_conf.load_profile(args.profile), args.probe.name
     )
     if args.json:
         print(json.dumps(result, indent=1))

@@ -37,7 +37,7 @@ import yaml
 
 from bench import flops
 from bench.errors import UsageError
-from bench.model import hwprofile
+from bench.model import hwprofile, hwprofile_conf
 from bench.phases import colocated
 from bench.trace import STEP_PHASES, RunPaths, TraceError, read_manifest, read_steps
 
@@ -78,7 +78,7 @@ def hardware_option(manifest: dict[str, Any]) -> str | None:
 def find_profile(manifest: dict[str, Any], given: Path | None = None) -> tuple[dict, dict] | str:
     """(profile, source {profile, set_by, device, ...}) for the run, or the one line saying why there
     is none. `given` (a PROFILE.yaml) wins; one that is unreadable or measured on another GPU than the
-    run's raises UsageError (hwprofile.for_config: the one check); the run's own unreadable profile is
+    run's raises UsageError (hwprofile_conf.for_config: the one check); the run's own unreadable profile is
     a reason, not an error (a report still shows the run)."""
     from omegaconf import OmegaConf
 
@@ -99,7 +99,7 @@ def find_profile(manifest: dict[str, Any], given: Path | None = None) -> tuple[d
     elif (
         option
         and re.fullmatch(r"[\w.-]+", option)
-        and (conf := hwprofile.HARDWARE_CONF_DIR / f"{option}.yaml").is_file()
+        and (conf := hwprofile_conf.HARDWARE_CONF_DIR / f"{option}.yaml").is_file()
     ):
         shipped = (yaml.safe_load(conf.read_text()) or {}).get("profile")
         if not shipped:
@@ -113,7 +113,7 @@ def find_profile(manifest: dict[str, Any], given: Path | None = None) -> tuple[d
             raise UsageError(f"--profile {given}: {why}")
         return why
     try:
-        found = hwprofile.for_config(OmegaConf.create(chosen))
+        found = hwprofile_conf.for_config(OmegaConf.create(chosen))
     except UsageError as e:
         if given is None:
             return f"the run's profile is unusable: {e}"

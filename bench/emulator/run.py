@@ -240,7 +240,7 @@ def _summary(cfg: Any, paths: RunPaths) -> None:
     shown = ", ".join(
         f"{k}={m[k]:.3g}" for k in keys if isinstance(m.get(k), int | float) and math.isfinite(m[k])
     )
-    from bench.model.hwprofile import source_label
+    from bench.model.hwprofile_conf import source_label
 
     hardware = source_label(costmodel.hardware_source(cfg))  # whose physics these figures rest on
     print(

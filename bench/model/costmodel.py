@@ -18,7 +18,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from bench import flops
-from bench.model import hwprofile
+from bench.model import hwprofile, hwprofile_conf
 from bench.resolve import Resolved, trainer_state_bytes
 
 
@@ -107,7 +107,7 @@ def engine_model(cfg: Any, r: Resolved) -> EngineModel:
     expert_bytes = 3.0 * m.hidden * m.ffn_expert * dt
     routed_total = moe_layers * m.routed_experts * expert_bytes
     dense_bytes = weight_bytes - routed_total - m.vocab * m.hidden * dt  # embedding lookup reads one row
-    measured = hwprofile.for_config(cfg)
+    measured = hwprofile_conf.for_config(cfg)
     if r.kv_tokens_per_engine <= 0:
         raise ValueError(
             f"experiment.generator: {gpus} x {hw.name} ({hw.hbm_gb} GB, gpu_memory_utilization "
@@ -301,7 +301,7 @@ def offload_s(cfg: Any, r: Resolved) -> float:
     moved = r.trainer_offloaded_bytes_per_gpu
     if moved == 0.0:
         return 0.0
-    measured = hwprofile.for_config(cfg)
+    measured = hwprofile_conf.for_config(cfg)
     links = (measured[0].get("measured") or {}) if measured else {}
     h2d, d2h = links.get("host_h2d_pinned_Bps"), links.get("host_d2h_pinned_Bps")
     if h2d and d2h:
@@ -315,7 +315,7 @@ def trainer_model(cfg: Any, r: Resolved) -> TrainerModel:
     top = int(cfg.workload.max_prompt_len + cfg.workload.max_response_len)
     grid = np.unique(np.geomspace(1, max(top, 2), 96).astype(np.int64))
     fpt = np.array([flops.flops_per_token(m, int(s), "suite") for s in grid])
-    measured = hwprofile.for_config(cfg)
+    measured = hwprofile_conf.for_config(cfg)
     profile = measured[0] if measured else None
     # AdamW over the optimizer state one GPU holds, sharded as the trainer shards it (bench.resolve)
     optimizer = hwprofile.optimizer_s(profile, trainer_state_bytes(cfg, 0.0, 1.0)) if profile else None
@@ -352,9 +352,9 @@ PROFILE_DATASHEET = ["weight sync links", "colocated hand-off (hardware.host_gbp
 def hardware_source(cfg: Any) -> str | dict[str, Any]:
     """The manifest's `emulator.hardware_source`: "datasheet", or the profile (file, the key that set
     it, device, fitted models) with what it sets, the inputs it leaves unused and what stays datasheet."""
-    measured = hwprofile.for_config(cfg)
+    measured = hwprofile_conf.for_config(cfg)
     if measured is None:
-        return hwprofile.DATASHEET
+        return hwprofile_conf.DATASHEET
     return {
         **measured[1],
         "physics": PROFILE_PHYSICS,

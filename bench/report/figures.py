@@ -25,7 +25,7 @@ import seaborn as sns  # noqa: E402
 from matplotlib.collections import LineCollection  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from bench.model.hwprofile import source_label  # noqa: E402
+from bench.model.hwprofile_conf import source_label  # noqa: E402
 from bench.report.load import MATCH_TOLERANCE, Run  # noqa: E402
 from bench.report.pool import fork_map  # noqa: E402
 from bench.report.series import Series  # noqa: E402
@@ -67,7 +67,7 @@ class Ctx:
 
     def mode_tag(self) -> str:
         """The modes of the runs drawn: measured, emulated (with whose hardware physics:
-        hwprofile.source_label), or both."""
+        hwprofile_conf.source_label), or both."""
         modes = set()
         for r in self.runs:
             emu = r.manifest.get("emulator") if isinstance(r.manifest.get("emulator"), dict) else {}

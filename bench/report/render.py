@@ -17,7 +17,7 @@ import pandas as pd
 
 from bench import speed_of_light
 from bench.cli import counted
-from bench.model.hwprofile import source_label
+from bench.model.hwprofile_conf import source_label
 from bench.report.diagnose import Verdict
 from bench.report.evidence import LedgerRow
 from bench.report.findings import leader_rows

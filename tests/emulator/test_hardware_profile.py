@@ -18,7 +18,7 @@ import yaml
 
 from bench.config import compose
 from bench.model import costmodel as cm
-from bench.model import hwprofile
+from bench.model import hwprofile, hwprofile_conf
 from bench.resolve import Resolved
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ def test_the_shipped_profile_is_the_fit_of_the_two_h200_probe_files(h200_probe: 
 
 
 def test_decode_step_of_qwen3_0_6b_at_batch_64_and_context_1024_is_the_profiles(probe: dict):
-    profile = hwprofile.load_profile(SHIPPED)
+    profile = hwprofile_conf.load_profile(SHIPPED)
     arch = hwprofile.Arch(**probe["sections"]["decode"]["qwen3_0_6b"]["model"])  # the probe's own shape
     step = float(engine(WITH_PROFILE).decode_step_s(64, 1024))
     assert step == pytest.approx(hwprofile.decode_s(profile, arch, 64, 1024), rel=1e-12)
@@ -71,7 +71,7 @@ def test_decode_step_of_qwen3_0_6b_at_batch_64_and_context_1024_is_the_profiles(
 
 
 def test_a_tp2_engine_halves_the_bytes_term_but_not_the_launch_term():
-    profile = hwprofile.load_profile(SHIPPED)
+    profile = hwprofile_conf.load_profile(SHIPPED)
     launch = profile["decode"]["launch_s_per_kernel"]["value"] * (13 * 28 + 3)  # 28 layers
     tp1 = float(engine(WITH_PROFILE).decode_step_s(64, 1024))
     tp2 = float(engine(WITH_PROFILE, "experiment.generator.tp=2").decode_step_s(64, 1024))
@@ -92,7 +92,7 @@ def test_prefill_and_the_trainer_step_follow_the_measured_h200(probe: dict):
         compute_s = t.step_times(np.full(batch, float(seq)))[1]
         assert compute_s == pytest.approx(measured(probe, "train", batch=batch, seq=seq), rel=0.20)
     assert t.optimizer_s == pytest.approx(
-        hwprofile.optimizer_s(hwprofile.load_profile(SHIPPED), 596_049_920), rel=0.01
+        hwprofile.optimizer_s(hwprofile_conf.load_profile(SHIPPED), 596_049_920), rel=0.01
     )
 
 

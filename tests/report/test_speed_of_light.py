@@ -24,7 +24,7 @@ from types import SimpleNamespace
 import pytest
 
 from bench import flops
-from bench.model import hwprofile
+from bench.model import hwprofile, hwprofile_conf
 from bench.model.costmodel import arch_of
 from bench.report import build
 from bench.speed_of_light import of_run, sentences
@@ -77,7 +77,7 @@ def phase(res: dict, name: str) -> dict:
 def test_generation_is_prefill_plus_the_sum_of_decode_iterations(runs):
     run = runs["disaggregated"]
     steps, manifest, _ = steady(run)
-    profile = hwprofile.load_profile(H200)
+    profile = hwprofile_conf.load_profile(H200)
     arch = arch_of(SimpleNamespace(**manifest["config"]["model"]))
     engines = manifest["resolved"]["engines"]  # 8 engines of 1 GPU (smoke: generator tp 1)
     samples = steps["samples"].mean()
@@ -101,7 +101,7 @@ def test_generation_is_prefill_plus_the_sum_of_decode_iterations(runs):
 def test_update_is_training_flops_at_the_train_rate_plus_adamw(runs):
     run = runs["disaggregated"]
     steps, manifest, metrics = steady(run)
-    profile = hwprofile.load_profile(H200)
+    profile = hwprofile_conf.load_profile(H200)
     model = SimpleNamespace(**manifest["config"]["model"])
     samples = steps["samples"].mean()
     per_seq = (steps["prompt_tokens"].mean() + steps["response_tokens"].mean()) / samples
@@ -116,7 +116,7 @@ def test_update_is_training_flops_at_the_train_rate_plus_adamw(runs):
 
 
 def test_sync_is_a_device_copy_colocated_and_not_measured_over_nccl(runs):
-    profile = hwprofile.load_profile(H200)
+    profile = hwprofile_conf.load_profile(H200)
     _, manifest, _ = steady(runs["colocated"])
     model_bytes = flops.param_counts(SimpleNamespace(**manifest["config"]["model"]))["total"] * 2.0
     ipc = phase(result(runs["colocated"]), "weight sync")
