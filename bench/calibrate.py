@@ -2,18 +2,20 @@
 
 Reads RUN_DIR's trace (trace/steps.parquet, trace/rollouts.parquet when present) and the run's
 configuration (manifest `config` / `inferred`, written by `bench ingest`; key=value fills what the
-logs lack, e.g. `hardware=h100_sxm`). Writes a calibration YAML (default RUN_DIR.calibration.yaml, beside the run: a run directory is written only by its run)
-that `calibration=FILE` applies to any emulate / run / predict command (bench.config.compose).
+logs lack, e.g. `hardware=h100_sxm`). Writes a calibration YAML (default RUN_DIR.calibration.yaml,
+beside the run: a run directory is written only by its run) that `calibration=FILE` applies to any emulate / run / predict command (bench.config.compose).
 Every fitted value carries `fitted_on` (which columns of which run) and its residual; a value the
 run cannot support falls back to its documented default (docs/emulator.md), listed under
 `defaults:` with the reason.
 
-Fits (steady steps = every step after the first, which holds start-up and compilation):
+The fits are bench.model.calibration's (the inverse of the cost model on one run; steady steps =
+every step after the first, which holds start-up and compilation):
   workload.response_len_mean_frac, response_len_drift, response_len_sigma, prompt_len_mean
       per-step mean response length (response_tokens / samples, or rollouts.parquet) against the
       emulator's capped lognormal whose mean drifts linearly over the steps
   emulator.trainer_mfu, optimizer_s
-      compute_s = FLOPs(step tokens) / (peak x trainer GPUs x mfu) + optimizer_s (least squares)
+      compute_s - offload_s = FLOPs(step tokens) / (peak x trainer GPUs x mfu) + optimizer_s (least
+      squares; offload_s, the offloaded trainer state over the host link, is the cost model's own)
   emulator.logprob_passes
       logprob_s / one forward pass (FLOPs / 3 at the fitted rate), rounded: the emulator counts passes
   emulator.decode_bw_eff
