@@ -175,7 +175,7 @@ NO_TEACHER_RUNS = {
     "semianalysis_case1": ["experiment=semianalysis_case1", "framework=prime_rl", "emulator.steps=20"],
 }
 NO_TEACHER_SHA256 = {
-    "semianalysis_case1": "150f65ba50412f09edf0f9b403ef02637385a9107bcd264744727fdad3e9cea3",
+    "semianalysis_case1": "29d8ef244ad871f3d23d97560c571a409f3c984805d9b3d9e987a34aab23d2dc",
     "smoke_prime_rl": "e47d5d317152a0eb3f98e47e360f867cc5d2c11b0c32e1154023375e1ac4b75b",
     "smoke_slime": "f98b92124570a79125e3b215e14dc75329f48a4d26a9e241bb210489fb0be924",
     "smoke_verl": "e28d223910cbaba5c55c0640fc1762d9d139047a4b109ec969105ca17e8f90d1",
