@@ -61,6 +61,10 @@ class GenerationEngine(Protocol):
     def step(self) -> list[tuple[int, object]]:
         """Process the next event; the groups it finished, as (group, record)."""
 
+    def advance(self, limit: float) -> tuple[float, list[tuple[int, object]], int]:
+        """Process events earlier than `limit` (s) until one finishes groups: (the time of that
+        event (s), the groups it finished as (group, record), events processed)."""
+
     def finish_times(self, records: list, delay: np.ndarray, work: np.ndarray) -> np.ndarray:
         """Finish time (s) of every rollout of finished groups' `records`, (groups, G), given the
         delays (s) and tokens they were placed with, (groups, G)."""
@@ -238,53 +242,92 @@ class Pool:
         return np.inf
 
     def step(self) -> list[tuple[int, Finished]]:
-        """Process the next event; return the groups it completed as (group, Finished).
+        """Process the next event; return the groups it completed as (group, Finished)."""
+        return self.advance(np.inf, 1)[1]
 
-        A group's spans are chained: only its next span's entry is on its engine's heap (its
-        successor is pushed when it is reached, and is never earlier), so the heap pops them in the
-        same order as if all were pushed at once, with a third of the entries. _advance is inlined:
-        this is the emulator's hottest path (one call per engine event)."""
-        t, _, kind, x, _ = heapq.heappop(self.heap)
-        groups, B, V = self.groups, self.B, self.V
-        e = self.groups[x].engine if kind == JOIN else x
-        dt = t - self.t_e[e]  # _advance(e, t)
-        if dt > 0:
-            b = B[e]
-            if b > 1e-9:
-                i = int(b + 0.5)
-                V[e] += self.rate[i if i < self.top else self.top] * dt
-            self.t_e[e] = t
-        h = self.e_heap[e]
-        if kind == JOIN:  # the critical rollout starts decoding
-            p = groups[x]
-            p.v_join = v0 = V[e]
-            # span j starts at V = v0 + w * j / k; span k is the finish
-            heapq.heappush(h, (v0 + p.crit_work * 1 / len(p.shares), x, 1))
-            B[e] += p.share
-            self._reschedule(e)
-            return []
-        out = []
-        v_now = V[e] + 1e-6
-        while h and (h[0][1] not in groups or h[0][0] <= v_now):
-            _, pid, j = heapq.heappop(h)
-            p = groups.get(pid)
-            if p is None:
+    def advance(self, limit: float, most: int = 0) -> tuple[float, list[tuple[int, Finished]], int]:
+        """Process events earlier than `limit` (s) in time order until one completes groups (or
+        `most` events, when > 0): (the time of the event that completed them (s), the groups as
+        (group, Finished), events processed). An event at `limit` or later is left on the heap.
+
+        Four in five events complete nothing (a group starting to decode, a span ending): they are
+        processed here without a return to the Loop, with next_time, step, _advance and _reschedule
+        inlined (this is the emulator's hottest path, one pass per engine event; the arithmetic is
+        theirs, in their order). A group's spans are chained: only its next span's entry is on its
+        engine's heap (its successor is pushed when it is reached, and is never earlier), so the heap
+        pops them in the same order as if all were pushed at once, with a third of the entries."""
+        heap, groups, B, V, t_e, epoch = self.heap, self.groups, self.B, self.V, self.t_e, self.epoch
+        rate, top, e_heap, seq = self.rate, self.top, self.e_heap, self.seq
+        pop, push = heapq.heappop, heapq.heappush
+        n, t, out = 0, 0.0, []
+        while heap:
+            t, _, kind, x, ep = heap[0]
+            if kind == JOIN:
+                p = groups.get(x)
+                if p is None:  # a placement stopped before its decode began
+                    pop(heap)
+                    continue
+                e = p.engine
+            elif ep != epoch[x]:  # an engine event its engine rescheduled since
+                pop(heap)
                 continue
-            shares = p.shares
-            k = len(shares)
-            if j < k:  # the next span: the group's share of B steps down
-                B[e] = max(B[e] + shares[j] - p.share, 0.0)
-                p.share = shares[j]
-                heapq.heappush(h, (p.v_join + p.crit_work * (j + 1) / k, pid, j + 1))
-                continue
-            del groups[pid]
-            B[e] = max(B[e] - p.share, 0.0)
-            self.occ[e] = max(self.occ[e] - p.occupancy, 0.0)
-            out.append((p.group, (p.t_start, p.crit_delay, p.crit_work, t)))
-        if not groups:
-            self.busy_s += t - self._busy_since
-        self._reschedule(e)
-        return out
+            else:
+                e = x
+            if t >= limit:
+                break
+            pop(heap)
+            n += 1
+            dt = t - t_e[e]  # the engine's virtual clock to t
+            if dt > 0:
+                b = B[e]
+                if b > 1e-9:
+                    i = int(b + 0.5)
+                    V[e] += rate[i if i < top else top] * dt
+                t_e[e] = t
+            h = e_heap[e]
+            if kind == JOIN:  # the critical rollout starts decoding
+                p.v_join = v0 = V[e]
+                # span j starts at V = v0 + w * j / k; span k is the finish
+                push(h, (v0 + p.crit_work * 1 / len(p.shares), x, 1))
+                B[e] += p.share
+            else:
+                v_now = V[e] + 1e-6
+                while h and (h[0][1] not in groups or h[0][0] <= v_now):
+                    _, pid, j = pop(h)
+                    p = groups.get(pid)
+                    if p is None:
+                        continue
+                    shares = p.shares
+                    k = len(shares)
+                    if j < k:  # the next span: the group's share of B steps down
+                        B[e] = max(B[e] + shares[j] - p.share, 0.0)
+                        p.share = shares[j]
+                        push(h, (p.v_join + p.crit_work * (j + 1) / k, pid, j + 1))
+                        continue
+                    del groups[pid]
+                    B[e] = max(B[e] - p.share, 0.0)
+                    self.occ[e] = max(self.occ[e] - p.occupancy, 0.0)
+                    out.append((p.group, (p.t_start, p.crit_delay, p.crit_work, t)))
+                if not groups:
+                    self.busy_s += t - self._busy_since
+            # _reschedule(e): the engine's next event at its current rate
+            while h and h[0][1] not in groups:
+                pop(h)
+            epoch[e] = ep = epoch[e] + 1
+            if h:
+                dv = h[0][0] - V[e]
+                seq += 1
+                if dv > 0:
+                    i = int(B[e] + 0.5)
+                    i = 1 if i < 1 else i
+                    tn = t_e[e] + dv / rate[i if i < top else top]
+                else:
+                    tn = t_e[e] + 0.0
+                push(heap, (tn, seq, ENGINE, e, ep))
+            if out or n == most:
+                break
+        self.seq = seq
+        return t, out, n
 
     def finish_times(self, records: list[Finished], delay: np.ndarray, work: np.ndarray) -> np.ndarray:
         """Each rollout's finish (s) in finished groups, (groups, G), given the delays and tokens they

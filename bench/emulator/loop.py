@@ -336,26 +336,28 @@ class Loop:
         gen, events, trainer_events, scorer = self.generator, 0, self.trainer.events, self.scorer
         inf = np.inf
         while not self.done:
-            t_gen = gen.next_time()
+            # the generator runs up to the next trainer or scoring event (either wins a tie), and
+            # comes back early when groups finish: the Loop then reacts (batch, refill) at that time
             t_score = scorer.next_time() if scorer is not None else inf
-            events += 1
-            if trainer_events and trainer_events[0][0] <= (t_gen if t_gen <= t_score else t_score):
-                t, _, kind, step = heapq.heappop(trainer_events)
+            t_train = trainer_events[0][0] if trainer_events else inf
+            t, finished, n = gen.advance(t_train if t_train <= t_score else t_score)
+            events += n
+            if finished:
                 self.t = t
+                for g, record in finished:
+                    self._finished(g, record, t)
+                self._place_queued(t)
+                continue
+            events += 1
+            if trainer_events and t_train <= t_score:
+                self.t, _, kind, step = heapq.heappop(trainer_events)
                 if kind == COMPUTE_DONE:
-                    self._compute_done(step, t)
+                    self._compute_done(step, self.t)
                 else:
-                    self._synced(step, t)
-            elif t_score <= t_gen and t_score < inf:
+                    self._synced(step, self.t)
+            elif t_score < inf:
                 self.t, groups = scorer.step()
                 self._scored(groups, self.t)
-            elif t_gen < inf:
-                self.t = t_gen
-                finished = gen.step()
-                for g, record in finished:
-                    self._finished(g, record, t_gen)
-                if finished:
-                    self._place_queued(t_gen)
             else:
                 raise RuntimeError(
                     f"emulation stalled at t={self.t:.1f}s after {len(self.trainer.rows)} of {self.steps} "

@@ -195,6 +195,17 @@ class ExactEngine:
         self._reschedule(e)
         return out
 
+    def advance(self, limit: float) -> tuple[float, list[tuple[int, GroupRun]], int]:
+        """Events earlier than `limit` (s) until one finishes groups (GenerationEngine.advance)."""
+        t, n = self.next_time(), 0
+        while t < limit:
+            out = self.step()
+            n += 1
+            if out:
+                return t, out, n
+            t = self.next_time()
+        return t, [], n
+
     def finish_times(self, records: list[GroupRun], delay: np.ndarray, work: np.ndarray) -> np.ndarray:
         """Each rollout's own finish time, as it happened."""
         return np.stack([run.finish for run in records])
