@@ -35,8 +35,9 @@ import json
 import math
 import multiprocessing as mp
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,14 +49,14 @@ from bench.errors import UsageError
 from bench.outdir import check_out
 from bench.plan_page import KNOBS, USEFUL, knob, preload, print_table, write_page
 from bench.plan_splits import (
-    choose,
+    candidate_splits,
     disaggregated,
     fmt_g,
     fmt_pct,
     held_gpus,
     set_point,
     split_dict,
-    valid_splits,
+    useful_cost,
 )
 from bench.resolve import placement_of
 
@@ -104,6 +105,33 @@ class Setup:
 
 _BASE: Any = None  # the base config, set before the pool forks; workers read it, nothing is pickled
 _WORK: Any = None  # this process's own copy of _BASE, set to each point in turn
+# this process's layouts (Resolved, ~10 ms each: it builds the runner through Hydra) by (trainer GPUs,
+# generator GPUs, async bound, in-flight cap): a split's validation and its seeds' emulations share one
+_LAYOUTS: dict[tuple[int, int, int, float], Any] = {}
+
+
+def _point(t: int, g: int, bound: int, inflight: float, seed: int | None = None) -> tuple[Any, Any]:
+    """_WORK set to one point of _BASE, and its layout (Resolved)."""
+    from bench.resolve import Resolved
+
+    global _WORK
+    if _WORK is None:
+        _WORK = copy.deepcopy(_BASE)
+    cfg = set_point(_WORK, t, g, bound, inflight, seed)
+    key = (t, g, bound, inflight)
+    if key not in _LAYOUTS:
+        _LAYOUTS[key] = Resolved.from_config(cfg)
+    return cfg, _LAYOUTS[key]
+
+
+def split_ok(split: tuple[int, int]) -> bool:
+    """Whether bench validate accepts (trainer GPUs, generator GPUs) of _BASE at its own async bound,
+    in-flight cap and seed (bench.plan_splits.valid_splits' check, run by a pool worker)."""
+    from bench.validate import validate
+
+    base = _BASE.experiment
+    cfg, r = _point(*split, int(_BASE.workload.staleness_budget), float(base.oversampling), int(base.seed))
+    return not validate(cfg, r)
 
 
 def emulate_point(item: tuple[int, int, int, float, int]) -> dict[str, Any]:
@@ -114,14 +142,9 @@ def emulate_point(item: tuple[int, int, int, float, int]) -> dict[str, Any]:
     from bench import metrics
     from bench.emulator.run import build
     from bench.emulator.trace_out import step_rows
-    from bench.resolve import Resolved
 
-    global _WORK
     t, g, bound, inflight, seed = item
-    if _WORK is None:
-        _WORK = copy.deepcopy(_BASE)
-    cfg = set_point(_WORK, t, g, bound, inflight, seed)
-    resolved = Resolved.from_config(cfg)
+    cfg, resolved = _point(t, g, bound, inflight, seed)
     loop, _, _ = build(cfg, resolved)
     result = loop.run()
     # the run's metrics through bench.metrics' own functions, on the trace held in memory
@@ -144,42 +167,45 @@ def emulate_point(item: tuple[int, int, int, float, int]) -> dict[str, Any]:
     return row
 
 
-def useful_cost(cost: float | None, zero_adv: float | None, steps: pd.DataFrame) -> float | None:
-    """$ per M useful trained tokens: trained tokens of groups with a non-zero advantage. A policy
-    that filters zero-advantage groups (filtered_samples > 0) never trains them, so its trained
-    tokens are all useful; otherwise they are trained and the zero-advantage share is paid for."""
-    if cost is None:
-        return None
-    if steps["filtered_samples"].fillna(0).sum() > 0:
-        return cost
-    return cost / (1 - zero_adv) if zero_adv is not None and zero_adv < 1 else None
-
-
-def emulate_all(
-    cfg: Any,
-    items: list[tuple[int, int, int, float, int]],
-    jobs: int = JOBS,
-    meanwhile: Callable | None = None,
-) -> pd.DataFrame:
-    """emulate_point over items, spread over `jobs` forked workers (1: in this process). Every split
-    is emulated at the same seeds, so each process draws a seed's rollouts once (draws.shared).
-    `meanwhile()`: this process's own work, done while forked workers emulate (not called without)."""
+@contextmanager
+def workers(cfg: Any, jobs: int = JOBS, meanwhile: Callable | None = None) -> Iterator[Callable]:
+    """map(fn, items) -> list over `jobs` forked workers (1, or no fork: here) sharing cfg as _BASE,
+    for split_ok and emulate_point. Every split is emulated at the same seeds, so each process draws
+    a seed's rollouts once (draws.shared). `meanwhile()`: this process's own work, done while the
+    workers run the first map (after the forks: they never inherit it, it holds no lock of theirs)."""
     from bench.emulator.draws import shared
     from bench.emulator.loop import gc_paused
 
     global _BASE, _WORK
     _BASE, _WORK = cfg, None
+    _LAYOUTS.clear()
     try:  # the collector off for every point, in the workers too (forked with it off): 7% of a point
         with shared(), gc_paused():
-            if jobs <= 1 or len(items) <= 1 or "fork" not in mp.get_all_start_methods():
-                return pd.DataFrame([emulate_point(i) for i in items])
-            with ProcessPoolExecutor(min(jobs, len(items)), mp_context=mp.get_context("fork")) as pool:
-                done = pool.map(emulate_point, items)  # a fork pool starts every worker at the first submit
-                if meanwhile is not None:
-                    meanwhile()  # after the forks: the workers never inherit it, and it holds no lock of theirs
-                return pd.DataFrame(list(done))
+            if jobs <= 1 or "fork" not in mp.get_all_start_methods():
+                yield lambda fn, items: [fn(i) for i in items]
+                return
+            with ProcessPoolExecutor(jobs, mp_context=mp.get_context("fork")) as pool:
+                pending = [meanwhile] if meanwhile is not None else []
+
+                def run(fn: Callable, items: list) -> list:
+                    done = pool.map(fn, items)  # a fork pool starts every worker at the first submit
+                    if pending:
+                        pending.pop()()
+                    return list(done)
+
+                yield run
     finally:
         _BASE = _WORK = None
+        _LAYOUTS.clear()
+
+
+def emulate_all(
+    cfg: Any, items: list[tuple], jobs: int = JOBS, meanwhile: Callable | None = None
+) -> pd.DataFrame:
+    """emulate_point over items of cfg on `jobs` workers (1, or a single item: in this process);
+    `meanwhile` as workers'."""
+    with workers(cfg, jobs if len(items) > 1 else 1, meanwhile) as run:
+        return pd.DataFrame(run(emulate_point, items))
 
 
 # ---- the answer --------------------------------------------------------------------------------
@@ -416,42 +442,17 @@ class Plan:
     sentence: str
 
 
-def candidate_splits(s: Setup) -> list[tuple[int, int]]:
-    """The splits to emulate; UsageError when no split of s.total passes validate (a colocated
-    setup is then planned colocated only, said in its notes)."""
-    valid = valid_splits(s.cfg, s.total)
-    if not valid and s.colocated is not None:
-        s.notes.append(
-            f"no trainer:generator split of {s.total} GPUs passes bench validate: planned colocated only"
-        )
-        return []
-    if not valid:
-        from bench.resolve import Resolved
-        from bench.validate import validate
-
-        engine = Resolved.from_config(s.cfg).engine_gpus
-        g = max(engine, s.total // 2 // engine * engine)  # an even split, as close as engines allow
-        why = (
-            "one engine leaves no trainer GPU"
-            if s.total <= engine
-            else f"at {s.total - g}:{g}: {validate(set_point(copy.deepcopy(s.cfg), s.total - g, g))[0]}"
-        )
-        raise UsageError(
-            f"gpus={s.total}: no trainer:generator split passes bench validate (engines of {engine} GPUs; "
-            f"{why}); choose another gpus="
-        )
-    return choose(valid, s.current, s.splits)
-
-
 def items_of(s: Setup, splits: list[tuple[int, int]]) -> list[tuple[int, int, int, float, int]]:
     return [(t, g, b, x, seed) for b in s.bounds for x in s.inflight for t, g in splits for seed in s.seeds]
 
 
 def make_plan(s: Setup, jobs: int = JOBS, meanwhile: Callable | None = None) -> Plan:
-    """Emulate every (split, bound, seed) of s and answer; `meanwhile` as emulate_all's."""
-    splits = candidate_splits(s)
-    items = items_of(s, splits)
-    parts = [emulate_all(s.cfg, items, jobs, meanwhile).assign(placement="disaggregated")] if splits else []
+    """Emulate every (split, bound, seed) of s and answer; `meanwhile` as workers'. The same workers
+    validate the splits, then emulate the chosen ones (a split's layout worked out once for both)."""
+    with workers(s.cfg, jobs, meanwhile) as run:
+        splits = candidate_splits(s, lambda splits: run(split_ok, splits))
+        rows = pd.DataFrame(run(emulate_point, items_of(s, splits))) if splits else None
+    parts = [rows.assign(placement="disaggregated")] if rows is not None else []
     if s.colocated is not None:  # as it runs: trainer and generator time-share all s.total GPUs
         parts.append(
             emulate_all(s.colocated, items_of(s, [(s.total, s.total)]), jobs).assign(placement="colocated")

@@ -13,7 +13,7 @@ from typing import Any
 
 from bench.cli import counted
 
-USEFUL = "useful_cost_per_mtok_usd"  # $ per M useful trained tokens (bench.plan.useful_cost)
+USEFUL = "useful_cost_per_mtok_usd"  # $ per M useful trained tokens (bench.plan_splits.useful_cost)
 KNOBS = ("staleness_budget", "oversampling")  # swept beside the split: async bound, in-flight cap
 
 
