@@ -118,10 +118,9 @@ def _point(t: int, g: int, bound: int, inflight: float, seed: int | None = None)
     if _WORK is None:
         _WORK = copy.deepcopy(_BASE)
     cfg = set_point(_WORK, t, g, bound, inflight, seed)
-    key = (t, g, bound, inflight)
-    if key not in _LAYOUTS:
-        _LAYOUTS[key] = Resolved.from_config(cfg)
-    return cfg, _LAYOUTS[key]
+    if (t, g, bound, inflight) not in _LAYOUTS:
+        _LAYOUTS[t, g, bound, inflight] = Resolved.from_config(cfg)
+    return cfg, _LAYOUTS[t, g, bound, inflight]
 
 
 def split_ok(split: tuple[int, int]) -> bool:
@@ -160,10 +159,10 @@ def emulate_point(item: tuple[int, int, int, float, int]) -> dict[str, Any]:
             c.values[name] = float(v) if v is not None and math.isfinite(v) else None
         except metrics.Missing as e:
             c.values[name], c.missing[name] = None, str(e)
-    row = {"trainer_gpus": t, "generator_gpus": g, "staleness_budget": bound, "oversampling": inflight}
-    row["seed"] = seed
+    row = dict(trainer_gpus=t, generator_gpus=g, staleness_budget=bound, oversampling=inflight, seed=seed)
     row.update({k: c.values.get(k) for k in KEPT})
     row[USEFUL] = useful_cost(row["cost_per_mtok_usd"], row["zero_advantage_frac"], c.steps)
+    loop.rollouts.release()  # the next point's rollouts reuse the memory (nothing here reads it again)
     return row
 
 
@@ -586,13 +585,14 @@ def main(argv: list[str]) -> int:
         )
         print("  python -m bench report " + " ".join(str(r.root) for r in runs) + " --out <DIR>")
         return 0
-    p = make_plan(s, meanwhile=preload)  # the page's plotting modules load while the workers emulate
+    p = make_plan(s, meanwhile=preload)  # the page's plotting modules load while the workers validate
     if out is None:
         stamp = rundir.now_iso().replace(":", "").replace("-", "")
         out = rundir.REPO / s.cfg.results_dir / str(s.cfg.experiment.name) / f"plan-{stamp}"
-    html, _ = write_page(p, to_json(p), out)
+    doc = to_json(p)  # the page's plan.json and --json's output
+    html, _ = write_page(p, doc, out)
     if args.json:
-        print(json.dumps(to_json(p), indent=1))
+        print(json.dumps(doc, indent=1))
     else:
         print_table(p)
         print(p.sentence)
