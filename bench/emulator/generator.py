@@ -257,41 +257,40 @@ class Pool:
         engine's heap (its successor is pushed when it is reached, and is never earlier), so the heap
         pops them in the same order as if all were pushed at once, with a third of the entries."""
         heap, groups, B, V, t_e, epoch = self.heap, self.groups, self.B, self.V, self.t_e, self.epoch
-        rate, top, e_heap, seq = self.rate, self.top, self.e_heap, self.seq
+        rate, top, e_heap, occ, seq = self.rate, self.top, self.e_heap, self.occ, self.seq
         pop, push = heapq.heappop, heapq.heappush
         n, t, out = 0, 0.0, []
         while heap:
-            t, _, kind, x, ep = heap[0]
+            item = pop(heap)
+            t, _, kind, x, ep = item
             if kind == JOIN:
                 p = groups.get(x)
                 if p is None:  # a placement stopped before its decode began
-                    pop(heap)
                     continue
                 e = p.engine
             elif ep != epoch[x]:  # an engine event its engine rescheduled since
-                pop(heap)
                 continue
             else:
                 e = x
             if t >= limit:
+                push(heap, item)  # the Loop's first: back where it was (its seq keeps its place)
                 break
-            pop(heap)
             n += 1
-            dt = t - t_e[e]  # the engine's virtual clock to t
-            if dt > 0:
-                b = B[e]
+            # the engine's clock, virtual clock and decode batch, as locals, written back below
+            te, v, b = t_e[e], V[e], B[e]
+            if t - te > 0:  # the virtual clock to t
                 if b > 1e-9:
                     i = int(b + 0.5)
-                    V[e] += rate[i if i < top else top] * dt
-                t_e[e] = t
+                    v += rate[i if i < top else top] * (t - te)
+                te = t
             h = e_heap[e]
             if kind == JOIN:  # the critical rollout starts decoding
-                p.v_join = v0 = V[e]
-                # span j starts at V = v0 + w * j / k; span k is the finish
-                push(h, (v0 + p.crit_work * 1 / len(p.shares), x, 1))
-                B[e] += p.share
+                p.v_join = v
+                # span j starts at V = v_join + w * j / k; span k is the finish
+                push(h, (v + p.crit_work * 1 / len(p.shares), x, 1))
+                b += p.share
             else:
-                v_now = V[e] + 1e-6
+                v_now = v + 1e-6
                 while h and (h[0][1] not in groups or h[0][0] <= v_now):
                     _, pid, j = pop(h)
                     p = groups.get(pid)
@@ -300,29 +299,32 @@ class Pool:
                     shares = p.shares
                     k = len(shares)
                     if j < k:  # the next span: the group's share of B steps down
-                        B[e] = max(B[e] + shares[j] - p.share, 0.0)
+                        b = b + shares[j] - p.share
+                        b = b if b >= 0.0 else 0.0  # max(b, 0.0), without the call
                         p.share = shares[j]
                         push(h, (p.v_join + p.crit_work * (j + 1) / k, pid, j + 1))
                         continue
                     del groups[pid]
-                    B[e] = max(B[e] - p.share, 0.0)
-                    self.occ[e] = max(self.occ[e] - p.occupancy, 0.0)
+                    b -= p.share
+                    b = b if b >= 0.0 else 0.0
+                    occ[e] = max(occ[e] - p.occupancy, 0.0)
                     out.append((p.group, (p.t_start, p.crit_delay, p.crit_work, t)))
                 if not groups:
                     self.busy_s += t - self._busy_since
+            t_e[e], V[e], B[e] = te, v, b
             # _reschedule(e): the engine's next event at its current rate
             while h and h[0][1] not in groups:
                 pop(h)
             epoch[e] = ep = epoch[e] + 1
             if h:
-                dv = h[0][0] - V[e]
+                dv = h[0][0] - v
                 seq += 1
                 if dv > 0:
-                    i = int(B[e] + 0.5)
+                    i = int(b + 0.5)
                     i = 1 if i < 1 else i
-                    tn = t_e[e] + dv / rate[i if i < top else top]
+                    tn = te + dv / rate[i if i < top else top]
                 else:
-                    tn = t_e[e] + 0.0
+                    tn = te + 0.0
                 push(heap, (tn, seq, ENGINE, e, ep))
             if out or n == most:
                 break
