@@ -72,8 +72,9 @@ class GenerationEngine(Protocol):
     def pause(self, t: float, until: float) -> None:
         """No decoding between t and `until`."""
 
-    def stop_all(self, t: float) -> dict[int, np.ndarray]:
-        """Stop every group at t; tokens each rollout had decoded, by group."""
+    def stop_all(self, t: float) -> Decoded:
+        """Stop every group at t; the groups that were on an engine and the tokens each of their
+        rollouts had decoded, (groups, G)."""
 
     def close(self, t: float) -> None:
         """End of run at t (busy time of groups still in flight)."""
@@ -95,6 +96,11 @@ class Placement:
     occupancy: float  # rollouts held, time-averaged over the group's life
     shares: Sequence[float]  # batch share per span of the critical rollout's decode
 
+
+# What a stop found: the groups on an engine (in any order) and the tokens each of their rollouts
+# had decoded, one row per group (groups, G). Rows, not a dict of them: a run keeps every batch
+# fill's until its end (rollouts.Rollouts.discard), and one array a fill is cheaper to make and read.
+Decoded = tuple[list[int], np.ndarray]
 
 # A finished group, as the Loop keeps it until the end of the run: (t_start, crit_delay, crit_work,
 # t_end) in s and tokens. A plain tuple of floats, not a record, for a measured reason: the Loop holds
@@ -338,10 +344,11 @@ class Pool:
         col = np.array(records).reshape(-1, 4, 1)
         return finish_times(col[:, 0], col[:, 1], col[:, 2], col[:, 3], delay, work)
 
-    def stop_all(self, t: float) -> dict[int, np.ndarray]:
-        """Stop every group at t (cancel or abort); return tokens each rollout had decoded."""
+    def stop_all(self, t: float) -> Decoded:
+        """Stop every group at t (cancel or abort); return the groups and the tokens each of their
+        rollouts had decoded (Decoded)."""
         recs = list(self.groups.values())
-        done = {}
+        done: Decoded = ([], np.zeros((0, self.G)))
         if recs:
             for e in {p.engine for p in recs}:
                 self._advance(e, t)
@@ -359,7 +366,7 @@ class Pool:
             delay = np.concatenate([p.delay for p in recs]).reshape(len(recs), -1)
             work = np.concatenate([p.work for p in recs]).reshape(len(recs), -1)
             x = np.clip(head[:, None] - delay * rate[:, None], 0.0, work)
-            done = {p.group: row for p, row in zip(recs, x, strict=True)}
+            done = [p.group for p in recs], x
             self.busy_s += t - self._busy_since
         self.groups.clear()
         for e in range(self.E):

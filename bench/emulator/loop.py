@@ -207,6 +207,8 @@ class Loop:
     # --- a group finished generating ------------------------------------------------------------
     def _finished(self, g: int, record: object, t: float) -> None:
         """Group g's last rollout finished at t (`record`: the engine's)."""
+        if g not in self.in_flight:  # cancelled by the batch an earlier group of this event filled:
+            self.rollouts.settle()  # its rows as the cancel wrote them, then what follows here
         rows, r = self.rollouts.rows(g), self.rollouts.table.cols
         if g in self.resumed:  # members that finished before the abort keep their results
             running = r["status"][rows] == RUNNING

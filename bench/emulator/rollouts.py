@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from bench.emulator.draws import GroupChunk
+from bench.emulator.generator import Decoded
 
 # Rollout status. In flight: RUNNING (generating) or PENDING (finished, not trained yet); final: USED
 # (trained), DISCARDED (cancelled surplus or too stale), FILTERED (zero advantage), ABORTED (buffered
@@ -110,6 +111,8 @@ class Rollouts:
         self.version_start: list[int] = []  # policy version its generation started with
         # groups dispatched whose rows' t_dispatch and version_start are not written yet (flush)
         self.unflushed: list[tuple[int, float, int]] = []
+        # groups cancelled at batch fills whose rows are not written yet (discard, settle)
+        self.cancelled: list[tuple[list[int], Decoded, float, int]] = []
         self.zero_advantage: list[bool] = []  # every reward equal: no learning signal
         self.solve_all: list[bool] = []
         self.solve_none: list[bool] = []
@@ -197,10 +200,47 @@ class Rollouts:
             self.grouped("version_start")[rows] = np.array(versions, dtype=np.int64)[:, None]
             self.unflushed.clear()
 
+    def discard(self, groups: list[int], decoded: Decoded, t: float, version: int) -> None:
+        """`groups` (ascending) were cancelled at t (the surplus of a batch fill): their running
+        rollouts end at t under `version` with the tokens `decoded` holds (the engine's stop; none
+        for a group never placed), and every rollout still in flight is discarded. The rows are
+        written by settle(), every fill's at once (written at each fill they were 8% of a case-1
+        run): a cancelled group is never dispatched, trained, marked or read again before the run's
+        segments(), and the one later write (a group that finished in the event whose earlier group
+        filled the batch: Loop._finished) settles first."""
+        self.cancelled.append((groups, decoded, t, version))
+
+    def settle(self) -> None:
+        """Write the rows of the groups discard() was given since the last settle."""
+        if not self.cancelled:
+            return
+        r, G, cancelled = self.table.cols, self.group_size, self.cancelled
+        groups = [g for c in cancelled for g in c[0]]
+        # each fill's decoded rows go to their groups' places in `groups` (a group never placed: 0)
+        at, first = [], 0
+        for fill, (placed, _), _, _ in cancelled:
+            where = {g: i for i, g in enumerate(fill, first)}
+            at += [where[g] for g in placed]
+            first += len(fill)
+        decoded = np.zeros((len(groups), G))
+        decoded[at] = np.concatenate([x for _, (_, x), _, _ in cancelled])
+        rows = self.members(groups)
+        status = r["status"][rows]
+        running = status == RUNNING
+        idx = rows[running]
+        n = [len(c[0]) * G for c in cancelled]  # rows of each fill
+        t = np.repeat(np.array([c[2] for c in cancelled], dtype=np.float64), n)
+        version = np.repeat(np.array([c[3] for c in cancelled], dtype=np.int64), n)
+        r["tokens"][idx], r["t_finish"][idx] = decoded.ravel()[running], t[running]
+        r["version_end"][idx] = version[running]
+        r["status"][rows] = np.where(running | (status == PENDING), DISCARDED, status)
+        cancelled.clear()
+
     def segments(self, rollouts: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """(segments, draws) of the first `rollouts` rollouts: the history of resumed segments, then
         every rollout's own (final) row, each with its `rollout` id; and their per-rollout draws."""
         self.flush()
+        self.settle()
         r, h = self.table.view(), self.history.view()
         if self.history.n:
             seg = {k: np.concatenate([h[k], r[k][:rollouts]]) for k in SEGMENT}

@@ -210,8 +210,9 @@ class ExactEngine:
         """Each rollout's own finish time, as it happened."""
         return np.stack([run.finish for run in records])
 
-    def stop_all(self, t: float) -> dict[int, np.ndarray]:
-        """Stop every rollout at t; tokens each had decoded (0 before its decode began)."""
+    def stop_all(self, t: float) -> tuple[list[int], np.ndarray]:
+        """Stop every rollout at t; its group's row holds the tokens each had decoded (0 before its
+        decode began): generator.Decoded."""
         decoded: dict[int, np.ndarray] = {}
         for s in self.live.values():
             done = 0.0
@@ -228,7 +229,7 @@ class ExactEngine:
         for e in range(self.engines):
             self.e_heap[e].clear()
             self.epoch[e] += 1
-        return decoded
+        return list(decoded), np.array(list(decoded.values())).reshape(len(decoded), self.G)
 
     def close(self, t: float) -> None:
         if self._running > 0:
