@@ -54,6 +54,7 @@ from bench.plan_splits import (
     fmt_g,
     fmt_pct,
     held_gpus,
+    own_framework,
     set_point,
     split_dict,
     useful_cost,
@@ -201,8 +202,7 @@ def workers(cfg: Any, jobs: int = JOBS, meanwhile: Callable | None = None) -> It
 def emulate_all(
     cfg: Any, items: list[tuple], jobs: int = JOBS, meanwhile: Callable | None = None
 ) -> pd.DataFrame:
-    """emulate_point over items of cfg on `jobs` workers (1, or a single item: in this process);
-    `meanwhile` as workers'."""
+    """emulate_point over items of cfg on `jobs` workers (a single item: here); `meanwhile` as workers'."""
     with workers(cfg, jobs if len(items) > 1 else 1, meanwhile) as run:
         return pd.DataFrame(run(emulate_point, items))
 
@@ -392,12 +392,12 @@ def _from_experiment(rest: list[str]) -> tuple[Any, str]:
         raise UsageError(
             f"experiment {exp[0]!r} not found; choose one of {', '.join(group_options('experiment'))}"
         )
+    given = any(g.startswith("framework=") for g in rest)
+    own = None if given else own_framework(exp[0], rest)  # the experiment's own: compose's default may differ
     try:
-        cfg = compose(rest)
-        own = cfg.experiment.frameworks[0]
-        if not any(g.startswith("framework=") for g in rest) and cfg.framework.name != own:
-            # the experiment's own framework (compose's default framework may be another)
-            cfg = compose([*rest, f"framework={own}"])
+        cfg = compose([*rest, f"framework={own}"] if own else rest)
+        if not given and cfg.framework.name != (own := cfg.experiment.frameworks[0]):
+            cfg = compose([*rest, f"framework={own}"])  # the file named none, or an override changed them
     except HydraException as e:
         raise UsageError(f"cannot compose the overrides: {str(e).splitlines()[0]}") from None
     return cfg, f"experiment={exp[0]} ({cfg.framework.name}, the experiment's own emulator inputs)"
