@@ -54,6 +54,7 @@ class Result:
     events: int
     engines: int
     concurrency: int  # rollouts an engine holds at the end of the run
+    group_size: int = 0  # rollouts a group (0: not known)
     score_s: list[float] | None = None  # per step: wall seconds its groups' scoring ran (teachers only)
     teachers: list[dict] | None = None  # per teacher: batches, groups, tokens scored, busy engine-seconds
 
@@ -371,13 +372,13 @@ class Loop:
     def _result(self, events: int) -> Result:
         for g in self.partial:  # buffered partial rollouts never resumed: the run ended
             self.rollouts.mark(g, ABORTED, (RESUMED,))
-        if self.unresolved:
+        if self.unresolved:  # whole groups' rows (Rollouts.grouped), group by group
             groups, records, versions = zip(*self.unresolved, strict=True)
-            idx, r = self.rollouts.members(list(groups)), self.rollouts.table.cols
-            placed = r["delay"][idx].reshape(-1, self.G), r["work"][idx].reshape(-1, self.G)
-            r["t_finish"][idx] = self.generator.finish_times(list(records), *placed).ravel()
-            r["version_end"][idx] = np.repeat(np.array(versions, dtype=np.int64), self.G)
-            r["tokens"][idx] = r["seg_work"][idx]
+            rows, col = np.array(groups, dtype=np.int64), self.rollouts.grouped
+            placed = col("delay")[rows], col("work")[rows]
+            col("t_finish")[rows] = self.generator.finish_times(list(records), *placed)
+            col("version_end")[rows] = np.array(versions, dtype=np.int64)[:, None]
+            col("tokens")[rows] = col("seg_work")[rows]
         wall = self.trainer.last_end
         segments, draws = self.rollouts.segments(self.next_group * self.G)
         return Result(
@@ -389,6 +390,7 @@ class Loop:
             events=events,
             engines=self.generator.engines,
             concurrency=self.concurrency,
+            group_size=self.G,
             score_s=self.score_s if self.scorer is not None else None,
             teachers=self.scorer.summary() if self.scorer is not None else None,
         )
