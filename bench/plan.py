@@ -47,12 +47,10 @@ import pandas as pd
 from bench.cli import counted
 from bench.errors import UsageError
 from bench.outdir import check_out
-from bench.plan_page import KNOBS, USEFUL, knob, preload, print_table, write_page
+from bench.plan_page import KNOBS, USEFUL, knob, preload, print_table, sentence, write_page
 from bench.plan_splits import (
     candidate_splits,
     disaggregated,
-    fmt_g,
-    fmt_pct,
     held_gpus,
     own_framework,
     set_point,
@@ -265,47 +263,6 @@ def current_point(pts: pd.DataFrame, s: Setup) -> pd.Series | None:
         & (m.placement == ("disaggregated" if s.colocated is None else "colocated"))
     ]
     return None if m.empty else m.iloc[0]
-
-
-def sentence(rec: pd.Series | None, cur: pd.Series | None, max_staleness: int, n_seeds: int) -> str:
-    """The recommendation in one sentence (emulated, mean of the seeds)."""
-    if rec is None:
-        return (
-            f"no split keeps staleness within {max_staleness} with a known $/M: no recommendation (emulated)"
-        )
-    where = (
-        f"trainer and generator colocated on {int(rec.trainer_gpus)} GPUs"
-        if rec.placement == "colocated"
-        else f"{int(rec.trainer_gpus)} trainer : {int(rec.generator_gpus)} generator GPUs"
-    )
-    tail = f" (emulated, mean of {n_seeds} seed{'s' * (n_seeds != 1)})"
-    if cur is None:
-        return (
-            f"run {where}: trajectories/s {fmt_g(rec.trajectories_per_s)}, trainer idle "
-            f"{fmt_pct(rec.trainer_idle_frac)}, useful $/M {fmt_g(rec[USEFUL])}" + tail
-        )
-    dt = int(rec.trainer_gpus) - int(cur.trainer_gpus)
-    head = (
-        f"split the {int(cur.trainer_gpus)} colocated GPUs into {where}"
-        if cur.placement == "colocated" and rec.placement != "colocated"
-        else f"colocate: {where}"
-        if rec.placement == "colocated" and cur.placement != "colocated"
-        else f"move {-dt} trainer GPU{'s' * (-dt != 1)} to rollout"
-        if dt < 0
-        else f"move {dt} rollout GPU{'s' * (dt != 1)} to the trainer"
-        if dt > 0
-        else f"keep {where}"
-    )
-    if int(rec.staleness_budget) != int(cur.staleness_budget):
-        head += f", async bound {int(cur.staleness_budget)} -> {int(rec.staleness_budget)}"
-    if float(rec.oversampling) != float(cur.oversampling):
-        head += f", in-flight cap x{float(cur.oversampling):g} -> x{float(rec.oversampling):g}"
-    change = (rec[USEFUL] / cur[USEFUL] - 1) if cur[USEFUL] else math.nan
-    return (
-        f"{head}: trajectories/s {fmt_g(cur.trajectories_per_s)} -> {fmt_g(rec.trajectories_per_s)}, "
-        f"trainer idle {fmt_pct(cur.trainer_idle_frac)} -> {fmt_pct(rec.trainer_idle_frac)}, "
-        f"useful $/M {change:+.0%}" + tail
-    )
 
 
 # ---- setup: experiment=X or --from RUN_DIR -----------------------------------------------------
