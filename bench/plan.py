@@ -35,8 +35,9 @@ import json
 import math
 import multiprocessing as mp
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,16 +47,15 @@ import pandas as pd
 from bench.cli import counted
 from bench.errors import UsageError
 from bench.outdir import check_out
-from bench.plan_page import KNOBS, USEFUL, knob, preload, print_table, write_page
+from bench.plan_page import KNOBS, USEFUL, knob, preload, print_table, sentence, write_page
 from bench.plan_splits import (
-    choose,
+    candidate_splits,
     disaggregated,
-    fmt_g,
-    fmt_pct,
     held_gpus,
+    own_framework,
     set_point,
     split_dict,
-    valid_splits,
+    useful_cost,
 )
 from bench.resolve import placement_of
 
@@ -104,6 +104,32 @@ class Setup:
 
 _BASE: Any = None  # the base config, set before the pool forks; workers read it, nothing is pickled
 _WORK: Any = None  # this process's own copy of _BASE, set to each point in turn
+# this process's layouts (Resolved, ~10 ms each: it builds the runner through Hydra) by (trainer GPUs,
+# generator GPUs, async bound, in-flight cap): a split's validation and its seeds' emulations share one
+_LAYOUTS: dict[tuple[int, int, int, float], Any] = {}
+
+
+def _point(t: int, g: int, bound: int, inflight: float, seed: int | None = None) -> tuple[Any, Any]:
+    """_WORK set to one point of _BASE, and its layout (Resolved)."""
+    from bench.resolve import Resolved
+
+    global _WORK
+    if _WORK is None:
+        _WORK = copy.deepcopy(_BASE)
+    cfg = set_point(_WORK, t, g, bound, inflight, seed)
+    if (t, g, bound, inflight) not in _LAYOUTS:
+        _LAYOUTS[t, g, bound, inflight] = Resolved.from_config(cfg)
+    return cfg, _LAYOUTS[t, g, bound, inflight]
+
+
+def split_ok(split: tuple[int, int]) -> bool:
+    """Whether bench validate accepts (trainer GPUs, generator GPUs) of _BASE at its own async bound,
+    in-flight cap and seed (bench.plan_splits.valid_splits' check, run by a pool worker)."""
+    from bench.validate import validate
+
+    base = _BASE.experiment
+    cfg, r = _point(*split, int(_BASE.workload.staleness_budget), float(base.oversampling), int(base.seed))
+    return not validate(cfg, r)
 
 
 def emulate_point(item: tuple[int, int, int, float, int]) -> dict[str, Any]:
@@ -114,14 +140,9 @@ def emulate_point(item: tuple[int, int, int, float, int]) -> dict[str, Any]:
     from bench import metrics
     from bench.emulator.run import build
     from bench.emulator.trace_out import step_rows
-    from bench.resolve import Resolved
 
-    global _WORK
     t, g, bound, inflight, seed = item
-    if _WORK is None:
-        _WORK = copy.deepcopy(_BASE)
-    cfg = set_point(_WORK, t, g, bound, inflight, seed)
-    resolved = Resolved.from_config(cfg)
+    cfg, resolved = _point(t, g, bound, inflight, seed)
     loop, _, _ = build(cfg, resolved)
     result = loop.run()
     # the run's metrics through bench.metrics' own functions, on the trace held in memory
@@ -137,49 +158,77 @@ def emulate_point(item: tuple[int, int, int, float, int]) -> dict[str, Any]:
             c.values[name] = float(v) if v is not None and math.isfinite(v) else None
         except metrics.Missing as e:
             c.values[name], c.missing[name] = None, str(e)
-    row = {"trainer_gpus": t, "generator_gpus": g, "staleness_budget": bound, "oversampling": inflight}
-    row["seed"] = seed
+    row = dict(trainer_gpus=t, generator_gpus=g, staleness_budget=bound, oversampling=inflight, seed=seed)
     row.update({k: c.values.get(k) for k in KEPT})
     row[USEFUL] = useful_cost(row["cost_per_mtok_usd"], row["zero_advantage_frac"], c.steps)
+    loop.rollouts.release()  # the next point's rollouts reuse the memory (nothing here reads it again)
     return row
 
 
-def useful_cost(cost: float | None, zero_adv: float | None, steps: pd.DataFrame) -> float | None:
-    """$ per M useful trained tokens: trained tokens of groups with a non-zero advantage. A policy
-    that filters zero-advantage groups (filtered_samples > 0) never trains them, so its trained
-    tokens are all useful; otherwise they are trained and the zero-advantage share is paid for."""
-    if cost is None:
-        return None
-    if steps["filtered_samples"].fillna(0).sum() > 0:
-        return cost
-    return cost / (1 - zero_adv) if zero_adv is not None and zero_adv < 1 else None
-
-
-def emulate_all(
-    cfg: Any,
-    items: list[tuple[int, int, int, float, int]],
-    jobs: int = JOBS,
-    meanwhile: Callable | None = None,
-) -> pd.DataFrame:
-    """emulate_point over items, spread over `jobs` forked workers (1: in this process). Every split
-    is emulated at the same seeds, so each process draws a seed's rollouts once (draws.shared).
-    `meanwhile()`: this process's own work, done while forked workers emulate (not called without)."""
+@contextmanager
+def workers(cfg: Any, jobs: int = JOBS, meanwhile: Callable | None = None) -> Iterator[Callable]:
+    """map(fn, items) -> list over `jobs` forked workers (1, or no fork: here) sharing cfg as _BASE,
+    for split_ok and emulate_point. Every split is emulated at the same seeds, so each process draws
+    a seed's rollouts once (draws.shared). `meanwhile()`: this process's own work, done while the
+    workers run the first map (after the forks: they never inherit it, it holds no lock of theirs)."""
     from bench.emulator.draws import shared
     from bench.emulator.loop import gc_paused
 
     global _BASE, _WORK
     _BASE, _WORK = cfg, None
+    _LAYOUTS.clear()
     try:  # the collector off for every point, in the workers too (forked with it off): 7% of a point
         with shared(), gc_paused():
-            if jobs <= 1 or len(items) <= 1 or "fork" not in mp.get_all_start_methods():
-                return pd.DataFrame([emulate_point(i) for i in items])
-            with ProcessPoolExecutor(min(jobs, len(items)), mp_context=mp.get_context("fork")) as pool:
-                done = pool.map(emulate_point, items)  # a fork pool starts every worker at the first submit
-                if meanwhile is not None:
-                    meanwhile()  # after the forks: the workers never inherit it, and it holds no lock of theirs
-                return pd.DataFrame(list(done))
+            if jobs <= 1 or "fork" not in mp.get_all_start_methods():
+                yield lambda fn, items: [fn(i) for i in items]
+                return
+            with ProcessPoolExecutor(jobs, mp_context=mp.get_context("fork")) as pool:
+                pending = [meanwhile] if meanwhile is not None else []
+
+                def run(fn: Callable, items: list) -> list:
+                    done = pool.map(fn, items)  # a fork pool starts every worker at the first submit
+                    if pending:
+                        pending.pop()()
+                    return list(done)
+
+                yield run
     finally:
         _BASE = _WORK = None
+        _LAYOUTS.clear()
+
+
+def emulate_all(
+    cfg: Any, items: list[tuple], jobs: int = JOBS, meanwhile: Callable | None = None
+) -> pd.DataFrame:
+    """emulate_point over items of cfg on `jobs` workers (a single item: here); `meanwhile` as workers'."""
+    jobs = jobs if len(items) > 1 else 1
+    with workers(cfg, jobs, meanwhile) as run:
+        return emulate(run, items, jobs)
+
+
+def by_seed(items: list[tuple], jobs: int) -> list[list[int]]:
+    """Indices of `items` (..., seed) as the workers' tasks: whole seeds first, as many as share
+    evenly among `jobs` workers (a process draws a seed's rollouts and derives their shapes once:
+    ~0.15 s a seed, each worker once per seed it meets), then one task per item of the other seeds,
+    on which the workers balance."""
+    seeds = list(dict.fromkeys(i[4] for i in items))
+    whole = seeds[: len(seeds) - len(seeds) % jobs] if jobs > 1 else []
+    tasks = [[k for k, i in enumerate(items) if i[4] == seed] for seed in whole]
+    return tasks + [[k] for k, i in enumerate(items) if i[4] not in whole]
+
+
+def emulate_points(items: list[tuple]) -> list[dict[str, Any]]:
+    """emulate_point over `items`, one task of a worker (by_seed)."""
+    return [emulate_point(i) for i in items]
+
+
+def emulate(run: Callable, items: list[tuple], jobs: int) -> pd.DataFrame:
+    """emulate_point's rows of `items`, in their order, through workers' map `run` (by_seed tasks)."""
+    tasks, rows = by_seed(items, jobs), [None] * len(items)
+    for task, done in zip(tasks, run(emulate_points, [[items[k] for k in t] for t in tasks]), strict=True):
+        for k, row in zip(task, done, strict=True):
+            rows[k] = row
+    return pd.DataFrame(rows)
 
 
 # ---- the answer --------------------------------------------------------------------------------
@@ -240,47 +289,6 @@ def current_point(pts: pd.DataFrame, s: Setup) -> pd.Series | None:
         & (m.placement == ("disaggregated" if s.colocated is None else "colocated"))
     ]
     return None if m.empty else m.iloc[0]
-
-
-def sentence(rec: pd.Series | None, cur: pd.Series | None, max_staleness: int, n_seeds: int) -> str:
-    """The recommendation in one sentence (emulated, mean of the seeds)."""
-    if rec is None:
-        return (
-            f"no split keeps staleness within {max_staleness} with a known $/M: no recommendation (emulated)"
-        )
-    where = (
-        f"trainer and generator colocated on {int(rec.trainer_gpus)} GPUs"
-        if rec.placement == "colocated"
-        else f"{int(rec.trainer_gpus)} trainer : {int(rec.generator_gpus)} generator GPUs"
-    )
-    tail = f" (emulated, mean of {n_seeds} seed{'s' * (n_seeds != 1)})"
-    if cur is None:
-        return (
-            f"run {where}: trajectories/s {fmt_g(rec.trajectories_per_s)}, trainer idle "
-            f"{fmt_pct(rec.trainer_idle_frac)}, useful $/M {fmt_g(rec[USEFUL])}" + tail
-        )
-    dt = int(rec.trainer_gpus) - int(cur.trainer_gpus)
-    head = (
-        f"split the {int(cur.trainer_gpus)} colocated GPUs into {where}"
-        if cur.placement == "colocated" and rec.placement != "colocated"
-        else f"colocate: {where}"
-        if rec.placement == "colocated" and cur.placement != "colocated"
-        else f"move {-dt} trainer GPU{'s' * (-dt != 1)} to rollout"
-        if dt < 0
-        else f"move {dt} rollout GPU{'s' * (dt != 1)} to the trainer"
-        if dt > 0
-        else f"keep {where}"
-    )
-    if int(rec.staleness_budget) != int(cur.staleness_budget):
-        head += f", async bound {int(cur.staleness_budget)} -> {int(rec.staleness_budget)}"
-    if float(rec.oversampling) != float(cur.oversampling):
-        head += f", in-flight cap x{float(cur.oversampling):g} -> x{float(rec.oversampling):g}"
-    change = (rec[USEFUL] / cur[USEFUL] - 1) if cur[USEFUL] else math.nan
-    return (
-        f"{head}: trajectories/s {fmt_g(cur.trajectories_per_s)} -> {fmt_g(rec.trajectories_per_s)}, "
-        f"trainer idle {fmt_pct(cur.trainer_idle_frac)} -> {fmt_pct(rec.trainer_idle_frac)}, "
-        f"useful $/M {change:+.0%}" + tail
-    )
 
 
 # ---- setup: experiment=X or --from RUN_DIR -----------------------------------------------------
@@ -367,12 +375,12 @@ def _from_experiment(rest: list[str]) -> tuple[Any, str]:
         raise UsageError(
             f"experiment {exp[0]!r} not found; choose one of {', '.join(group_options('experiment'))}"
         )
+    given = any(g.startswith("framework=") for g in rest)
+    own = None if given else own_framework(exp[0], rest)  # the experiment's own: compose's default may differ
     try:
-        cfg = compose(rest)
-        own = cfg.experiment.frameworks[0]
-        if not any(g.startswith("framework=") for g in rest) and cfg.framework.name != own:
-            # the experiment's own framework (compose's default framework may be another)
-            cfg = compose([*rest, f"framework={own}"])
+        cfg = compose([*rest, f"framework={own}"] if own else rest)
+        if not given and cfg.framework.name != (own := cfg.experiment.frameworks[0]):
+            cfg = compose([*rest, f"framework={own}"])  # the file named none, or an override changed them
     except HydraException as e:
         raise UsageError(f"cannot compose the overrides: {str(e).splitlines()[0]}") from None
     return cfg, f"experiment={exp[0]} ({cfg.framework.name}, the experiment's own emulator inputs)"
@@ -416,42 +424,17 @@ class Plan:
     sentence: str
 
 
-def candidate_splits(s: Setup) -> list[tuple[int, int]]:
-    """The splits to emulate; UsageError when no split of s.total passes validate (a colocated
-    setup is then planned colocated only, said in its notes)."""
-    valid = valid_splits(s.cfg, s.total)
-    if not valid and s.colocated is not None:
-        s.notes.append(
-            f"no trainer:generator split of {s.total} GPUs passes bench validate: planned colocated only"
-        )
-        return []
-    if not valid:
-        from bench.resolve import Resolved
-        from bench.validate import validate
-
-        engine = Resolved.from_config(s.cfg).engine_gpus
-        g = max(engine, s.total // 2 // engine * engine)  # an even split, as close as engines allow
-        why = (
-            "one engine leaves no trainer GPU"
-            if s.total <= engine
-            else f"at {s.total - g}:{g}: {validate(set_point(copy.deepcopy(s.cfg), s.total - g, g))[0]}"
-        )
-        raise UsageError(
-            f"gpus={s.total}: no trainer:generator split passes bench validate (engines of {engine} GPUs; "
-            f"{why}); choose another gpus="
-        )
-    return choose(valid, s.current, s.splits)
-
-
 def items_of(s: Setup, splits: list[tuple[int, int]]) -> list[tuple[int, int, int, float, int]]:
     return [(t, g, b, x, seed) for b in s.bounds for x in s.inflight for t, g in splits for seed in s.seeds]
 
 
 def make_plan(s: Setup, jobs: int = JOBS, meanwhile: Callable | None = None) -> Plan:
-    """Emulate every (split, bound, seed) of s and answer; `meanwhile` as emulate_all's."""
-    splits = candidate_splits(s)
-    items = items_of(s, splits)
-    parts = [emulate_all(s.cfg, items, jobs, meanwhile).assign(placement="disaggregated")] if splits else []
+    """Emulate every (split, bound, seed) of s and answer; `meanwhile` as workers'. The same workers
+    validate the splits, then emulate the chosen ones (a split's layout worked out once for both)."""
+    with workers(s.cfg, jobs, meanwhile) as run:
+        splits = candidate_splits(s, lambda splits: run(split_ok, splits))
+        rows = emulate(run, items_of(s, splits), jobs) if splits else None
+    parts = [rows.assign(placement="disaggregated")] if rows is not None else []
     if s.colocated is not None:  # as it runs: trainer and generator time-share all s.total GPUs
         parts.append(
             emulate_all(s.colocated, items_of(s, [(s.total, s.total)]), jobs).assign(placement="colocated")
@@ -585,13 +568,14 @@ def main(argv: list[str]) -> int:
         )
         print("  python -m bench report " + " ".join(str(r.root) for r in runs) + " --out <DIR>")
         return 0
-    p = make_plan(s, meanwhile=preload)  # the page's plotting modules load while the workers emulate
+    p = make_plan(s, meanwhile=preload)  # the page's plotting modules load while the workers validate
     if out is None:
         stamp = rundir.now_iso().replace(":", "").replace("-", "")
         out = rundir.REPO / s.cfg.results_dir / str(s.cfg.experiment.name) / f"plan-{stamp}"
-    html, _ = write_page(p, to_json(p), out)
+    doc = to_json(p)  # the page's plan.json and --json's output
+    html, _ = write_page(p, doc, out)
     if args.json:
-        print(json.dumps(to_json(p), indent=1))
+        print(json.dumps(doc, indent=1))
     else:
         print_table(p)
         print(p.sentence)

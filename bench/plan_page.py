@@ -2,18 +2,21 @@
 consumption against the generator GPUs with the crossing marked, trainer idle, staleness, useful
 $/M, each with its seed band) and plan.html / plan.md / plan.json, all labelled emulated.
 
-Functions take a bench.plan.Plan (its points, recommended and current rows, setup, crossing); this
-module does not import bench.plan, which imports it.
+Functions take a bench.plan.Plan (its points, recommended and current rows, setup, crossing), or its
+recommended and current rows (sentence: the plan's answer in one line); this module does not import
+bench.plan, which imports it.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 from bench.cli import counted
+from bench.plan_splits import fmt_g, fmt_pct
 
-USEFUL = "useful_cost_per_mtok_usd"  # $ per M useful trained tokens (bench.plan.useful_cost)
+USEFUL = "useful_cost_per_mtok_usd"  # $ per M useful trained tokens (bench.plan_splits.useful_cost)
 KNOBS = ("staleness_budget", "oversampling")  # swept beside the split: async bound, in-flight cap
 
 
@@ -85,6 +88,47 @@ def print_table(p: Any) -> None:
     )
     for n in p.setup.notes:
         print(f"note: {n}")
+
+
+def sentence(rec: Any, cur: Any, max_staleness: int, n_seeds: int) -> str:
+    """The recommendation in one sentence (emulated, mean of the seeds)."""
+    if rec is None:
+        return (
+            f"no split keeps staleness within {max_staleness} with a known $/M: no recommendation (emulated)"
+        )
+    where = (
+        f"trainer and generator colocated on {int(rec.trainer_gpus)} GPUs"
+        if rec.placement == "colocated"
+        else f"{int(rec.trainer_gpus)} trainer : {int(rec.generator_gpus)} generator GPUs"
+    )
+    tail = f" (emulated, mean of {n_seeds} seed{'s' * (n_seeds != 1)})"
+    if cur is None:
+        return (
+            f"run {where}: trajectories/s {fmt_g(rec.trajectories_per_s)}, trainer idle "
+            f"{fmt_pct(rec.trainer_idle_frac)}, useful $/M {fmt_g(rec[USEFUL])}" + tail
+        )
+    dt = int(rec.trainer_gpus) - int(cur.trainer_gpus)
+    head = (
+        f"split the {int(cur.trainer_gpus)} colocated GPUs into {where}"
+        if cur.placement == "colocated" and rec.placement != "colocated"
+        else f"colocate: {where}"
+        if rec.placement == "colocated" and cur.placement != "colocated"
+        else f"move {-dt} trainer GPU{'s' * (-dt != 1)} to rollout"
+        if dt < 0
+        else f"move {dt} rollout GPU{'s' * (dt != 1)} to the trainer"
+        if dt > 0
+        else f"keep {where}"
+    )
+    if int(rec.staleness_budget) != int(cur.staleness_budget):
+        head += f", async bound {int(cur.staleness_budget)} -> {int(rec.staleness_budget)}"
+    if float(rec.oversampling) != float(cur.oversampling):
+        head += f", in-flight cap x{float(cur.oversampling):g} -> x{float(rec.oversampling):g}"
+    change = (rec[USEFUL] / cur[USEFUL] - 1) if cur[USEFUL] else math.nan
+    return (
+        f"{head}: trajectories/s {fmt_g(cur.trajectories_per_s)} -> {fmt_g(rec.trajectories_per_s)}, "
+        f"trainer idle {fmt_pct(cur.trainer_idle_frac)} -> {fmt_pct(rec.trainer_idle_frac)}, "
+        f"useful $/M {change:+.0%}" + tail
+    )
 
 
 # ---- the page ----------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
   only splits a plan emulates, a prediction falls back to, or the report advises;
 - the placement a framework cannot run (`placement_problem`: its runner's own line) and the GPUs a
   run holds (`held_gpus`), so a prediction keeps the run's GPUs and never overlaps two roles;
+- a point's $ per M useful trained tokens (`useful_cost`), the plan's objective;
 - the measured run as a plan's baseline row (`measured_point`), and its zero-advantage shape
   (`zero_advantage_setup`: workload.solve_rate_alpha/beta fitted to the groups it logged).
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -49,8 +51,12 @@ def disaggregated(cfg: Any) -> Any:
     return c
 
 
-def valid_splits(cfg: Any, total: int) -> list[tuple[int, int]]:
+def valid_splits(
+    cfg: Any, total: int, check: Callable[[list[tuple[int, int]]], list[bool]] | None = None
+) -> list[tuple[int, int]]:
     """(trainer, generator) GPU splits of `total` that bench.validate accepts, generator ascending.
+    `check(splits)`: whether validate accepts each split of cfg (bench.plan: on its pool's workers,
+    ~20 ms a split); default: validated here, one after the other.
 
     Only generator counts that are whole engines are put to validate (an engine is the unit the
     generator pool is made of: validate would refuse the rest anyway, one by one)."""
@@ -58,8 +64,42 @@ def valid_splits(cfg: Any, total: int) -> list[tuple[int, int]]:
     from bench.validate import validate
 
     engine = max(1, Resolved.from_config(cfg).engine_gpus)
-    c = copy.deepcopy(cfg)
-    return [(total - g, g) for g in range(engine, total, engine) if not validate(set_point(c, total - g, g))]
+    splits = [(total - g, g) for g in range(engine, total, engine)]
+    if check is None:
+        c = copy.deepcopy(cfg)
+        return [(t, g) for t, g in splits if not validate(set_point(c, t, g))]
+    return [split for split, ok in zip(splits, check(splits), strict=True) if ok]
+
+
+def candidate_splits(
+    s: Any, check: Callable[[list[tuple[int, int]]], list[bool]] | None = None
+) -> list[tuple[int, int]]:
+    """The splits a plan emulates (at most s.splits of those validate accepts, the current one among
+    them; s: a bench.plan.Setup); `check` as valid_splits'. UsageError when no split of s.total passes
+    validate (a colocated setup is then planned colocated only, said in its notes)."""
+    valid = valid_splits(s.cfg, s.total, check)
+    if not valid and s.colocated is not None:
+        s.notes.append(
+            f"no trainer:generator split of {s.total} GPUs passes bench validate: planned colocated only"
+        )
+        return []
+    if not valid:
+        from bench.errors import UsageError
+        from bench.resolve import Resolved
+        from bench.validate import validate
+
+        engine = Resolved.from_config(s.cfg).engine_gpus
+        g = max(engine, s.total // 2 // engine * engine)  # an even split, as close as engines allow
+        why = (
+            "one engine leaves no trainer GPU"
+            if s.total <= engine
+            else f"at {s.total - g}:{g}: {validate(set_point(copy.deepcopy(s.cfg), s.total - g, g))[0]}"
+        )
+        raise UsageError(
+            f"gpus={s.total}: no trainer:generator split passes bench validate (engines of {engine} GPUs; "
+            f"{why}); choose another gpus="
+        )
+    return choose(valid, s.current, s.splits)
 
 
 def choose(valid: list[tuple[int, int]], current: tuple[int, int] | None, n: int) -> list[tuple[int, int]]:
@@ -105,6 +145,21 @@ def held_gpus(cfg: Any) -> int:
     return r.total_gpus - r.teacher.gpus
 
 
+def own_framework(experiment: str, overrides: list[str]) -> str | None:
+    """The first of conf/experiment/<experiment>.yaml's experiment.frameworks, read without composing
+    (a compose costs ~0.15 s); None when the file names none or an override may change them."""
+    from omegaconf import OmegaConf
+
+    from bench.config import CONF_DIR
+
+    if any(o.lstrip("+~").startswith("experiment.frameworks") for o in overrides):
+        return None
+    names = OmegaConf.select(
+        OmegaConf.load(CONF_DIR / "experiment" / f"{experiment}.yaml"), "experiment.frameworks"
+    )
+    return str(names[0]) if names else None
+
+
 def split_dict(row: pd.Series | None, teacher_gpus: int) -> dict[str, int] | None:
     """A point's split; dedicated teacher GPUs are held as the experiment has them (not swept)."""
     if row is None:
@@ -127,6 +182,17 @@ def fmt_g(v: float) -> str:
 def fmt_pct(v: float) -> str:
     """A fraction as a whole percentage; '-' when unknown."""
     return "-" if v is None or v != v else f"{100 * v:.0f}%"
+
+
+def useful_cost(cost: float | None, zero_adv: float | None, steps: pd.DataFrame) -> float | None:
+    """$ per M useful trained tokens: trained tokens of groups with a non-zero advantage. A policy
+    that filters zero-advantage groups (filtered_samples > 0) never trains them, so its trained
+    tokens are all useful; otherwise they are trained and the zero-advantage share is paid for."""
+    if cost is None:
+        return None
+    if steps["filtered_samples"].fillna(0).sum() > 0:
+        return cost
+    return cost / (1 - zero_adv) if zero_adv is not None and zero_adv < 1 else None
 
 
 # ---- what the run itself shows -----------------------------------------------------------------

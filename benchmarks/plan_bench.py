@@ -1,7 +1,7 @@
 """`bench plan experiment=semianalysis_case1` speed: 16 splits x 3 seeds x 300 steps, wall and CPU
 seconds, optionally side by side with a baseline tree in one run.
 
-Case 1 holds 256 H200. The timed sweep takes 16 of the 31 whole-node splits (bench.plan.choose:
+Case 1 holds 256 H200. The timed sweep takes 16 of the 31 whole-node splits (bench.plan_splits.choose:
 evenly spaced, 64:192 among them) and emulates them through the plan's own path (bench.plan.emulate_all,
 then bench.plan.answer) on a pool of 2 processes (`pool`) and serially (`serial`); `command` is the
 command as a user runs it (`python -m bench plan experiment=semianalysis_case1 emulator.steps=300
@@ -58,11 +58,12 @@ def timed_sweep(steps: int, seeds: int, n_splits: int, jobs: int) -> dict:
     """The plan's own path over n_splits whole-node splits of case 1 x seeds, on `jobs` processes."""
     from bench import plan
     from bench.config import compose
+    from bench.plan_splits import choose
 
     overrides = ["experiment=semianalysis_case1", "framework=prime_rl", f"emulator.steps={steps}"]
     cfg = compose(overrides)
     whole_nodes = [(256 - g, g) for g in range(8, 256, 8)]
-    splits = plan.choose(whole_nodes, (64, 192), n_splits)
+    splits = choose(whole_nodes, (64, 192), n_splits)
     s = plan.Setup(cfg=cfg, total=256, current=(64, 192), max_staleness=16, bounds=[16], inflight=[1.5],
                    seeds=list(range(seeds)), source="benchmark", splits=n_splits)  # fmt: skip
     t0, c0 = time.perf_counter(), cpu_s()

@@ -61,6 +61,10 @@ class GenerationEngine(Protocol):
     def step(self) -> list[tuple[int, object]]:
         """Process the next event; the groups it finished, as (group, record)."""
 
+    def advance(self, limit: float) -> tuple[float, list[tuple[int, object]], int]:
+        """Process events earlier than `limit` (s) until one finishes groups: (the time of that
+        event (s), the groups it finished as (group, record), events processed)."""
+
     def finish_times(self, records: list, delay: np.ndarray, work: np.ndarray) -> np.ndarray:
         """Finish time (s) of every rollout of finished groups' `records`, (groups, G), given the
         delays (s) and tokens they were placed with, (groups, G)."""
@@ -68,8 +72,9 @@ class GenerationEngine(Protocol):
     def pause(self, t: float, until: float) -> None:
         """No decoding between t and `until`."""
 
-    def stop_all(self, t: float) -> dict[int, np.ndarray]:
-        """Stop every group at t; tokens each rollout had decoded, by group."""
+    def stop_all(self, t: float) -> Decoded:
+        """Stop every group at t; the groups that were on an engine and the tokens each of their
+        rollouts had decoded, (groups, G)."""
 
     def close(self, t: float) -> None:
         """End of run at t (busy time of groups still in flight)."""
@@ -91,6 +96,11 @@ class Placement:
     occupancy: float  # rollouts held, time-averaged over the group's life
     shares: Sequence[float]  # batch share per span of the critical rollout's decode
 
+
+# What a stop found: the groups on an engine (in any order) and the tokens each of their rollouts
+# had decoded, one row per group (groups, G). Rows, not a dict of them: a run keeps every batch
+# fill's until its end (rollouts.Rollouts.discard), and one array a fill is cheaper to make and read.
+Decoded = tuple[list[int], np.ndarray]
 
 # A finished group, as the Loop keeps it until the end of the run: (t_start, crit_delay, crit_work,
 # t_end) in s and tokens. A plain tuple of floats, not a record, for a measured reason: the Loop holds
@@ -238,53 +248,94 @@ class Pool:
         return np.inf
 
     def step(self) -> list[tuple[int, Finished]]:
-        """Process the next event; return the groups it completed as (group, Finished).
+        """Process the next event; return the groups it completed as (group, Finished)."""
+        return self.advance(np.inf, 1)[1]
 
-        A group's spans are chained: only its next span's entry is on its engine's heap (its
-        successor is pushed when it is reached, and is never earlier), so the heap pops them in the
-        same order as if all were pushed at once, with a third of the entries. _advance is inlined:
-        this is the emulator's hottest path (one call per engine event)."""
-        t, _, kind, x, _ = heapq.heappop(self.heap)
-        groups, B, V = self.groups, self.B, self.V
-        e = self.groups[x].engine if kind == JOIN else x
-        dt = t - self.t_e[e]  # _advance(e, t)
-        if dt > 0:
-            b = B[e]
-            if b > 1e-9:
-                i = int(b + 0.5)
-                V[e] += self.rate[i if i < self.top else self.top] * dt
-            self.t_e[e] = t
-        h = self.e_heap[e]
-        if kind == JOIN:  # the critical rollout starts decoding
-            p = groups[x]
-            p.v_join = v0 = V[e]
-            # span j starts at V = v0 + w * j / k; span k is the finish
-            heapq.heappush(h, (v0 + p.crit_work * 1 / len(p.shares), x, 1))
-            B[e] += p.share
-            self._reschedule(e)
-            return []
-        out = []
-        v_now = V[e] + 1e-6
-        while h and (h[0][1] not in groups or h[0][0] <= v_now):
-            _, pid, j = heapq.heappop(h)
-            p = groups.get(pid)
-            if p is None:
+    def advance(self, limit: float, most: int = 0) -> tuple[float, list[tuple[int, Finished]], int]:
+        """Process events earlier than `limit` (s) in time order until one completes groups (or
+        `most` events, when > 0): (the time of the event that completed them (s), the groups as
+        (group, Finished), events processed). An event at `limit` or later is left on the heap.
+
+        Four in five events complete nothing (a group starting to decode, a span ending): they are
+        processed here without a return to the Loop, with next_time, step, _advance and _reschedule
+        inlined (this is the emulator's hottest path, one pass per engine event; the arithmetic is
+        theirs, in their order). A group's spans are chained: only its next span's entry is on its
+        engine's heap (its successor is pushed when it is reached, and is never earlier), so the heap
+        pops them in the same order as if all were pushed at once, with a third of the entries."""
+        heap, groups, B, V, t_e, epoch = self.heap, self.groups, self.B, self.V, self.t_e, self.epoch
+        rate, top, e_heap, occ, seq = self.rate, self.top, self.e_heap, self.occ, self.seq
+        pop, push = heapq.heappop, heapq.heappush
+        n, t, out = 0, 0.0, []
+        while heap:
+            item = pop(heap)
+            t, _, kind, x, ep = item
+            if kind == JOIN:
+                p = groups.get(x)
+                if p is None:  # a placement stopped before its decode began
+                    continue
+                e = p.engine
+            elif ep != epoch[x]:  # an engine event its engine rescheduled since
                 continue
-            shares = p.shares
-            k = len(shares)
-            if j < k:  # the next span: the group's share of B steps down
-                B[e] = max(B[e] + shares[j] - p.share, 0.0)
-                p.share = shares[j]
-                heapq.heappush(h, (p.v_join + p.crit_work * (j + 1) / k, pid, j + 1))
-                continue
-            del groups[pid]
-            B[e] = max(B[e] - p.share, 0.0)
-            self.occ[e] = max(self.occ[e] - p.occupancy, 0.0)
-            out.append((p.group, (p.t_start, p.crit_delay, p.crit_work, t)))
-        if not groups:
-            self.busy_s += t - self._busy_since
-        self._reschedule(e)
-        return out
+            else:
+                e = x
+            if t >= limit:
+                push(heap, item)  # the Loop's first: back where it was (its seq keeps its place)
+                break
+            n += 1
+            # the engine's clock, virtual clock and decode batch, as locals, written back below
+            te, v, b = t_e[e], V[e], B[e]
+            if t - te > 0:  # the virtual clock to t
+                if b > 1e-9:
+                    i = int(b + 0.5)
+                    v += rate[i if i < top else top] * (t - te)
+                te = t
+            h = e_heap[e]
+            if kind == JOIN:  # the critical rollout starts decoding
+                p.v_join = v
+                # span j starts at V = v_join + w * j / k; span k is the finish
+                push(h, (v + p.crit_work * 1 / len(p.shares), x, 1))
+                b += p.share
+            else:
+                v_now = v + 1e-6
+                while h and (h[0][1] not in groups or h[0][0] <= v_now):
+                    _, pid, j = pop(h)
+                    p = groups.get(pid)
+                    if p is None:
+                        continue
+                    shares = p.shares
+                    k = len(shares)
+                    if j < k:  # the next span: the group's share of B steps down
+                        b = b + shares[j] - p.share
+                        b = b if b >= 0.0 else 0.0  # max(b, 0.0), without the call
+                        p.share = shares[j]
+                        push(h, (p.v_join + p.crit_work * (j + 1) / k, pid, j + 1))
+                        continue
+                    del groups[pid]
+                    b -= p.share
+                    b = b if b >= 0.0 else 0.0
+                    occ[e] = max(occ[e] - p.occupancy, 0.0)
+                    out.append((p.group, (p.t_start, p.crit_delay, p.crit_work, t)))
+                if not groups:
+                    self.busy_s += t - self._busy_since
+            t_e[e], V[e], B[e] = te, v, b
+            # _reschedule(e): the engine's next event at its current rate
+            while h and h[0][1] not in groups:
+                pop(h)
+            epoch[e] = ep = epoch[e] + 1
+            if h:
+                dv = h[0][0] - v
+                seq += 1
+                if dv > 0:
+                    i = int(b + 0.5)
+                    i = 1 if i < 1 else i
+                    tn = te + dv / rate[i if i < top else top]
+                else:
+                    tn = te + 0.0
+                push(heap, (tn, seq, ENGINE, e, ep))
+            if out or n == most:
+                break
+        self.seq = seq
+        return t, out, n
 
     def finish_times(self, records: list[Finished], delay: np.ndarray, work: np.ndarray) -> np.ndarray:
         """Each rollout's finish (s) in finished groups, (groups, G), given the delays and tokens they
@@ -293,10 +344,11 @@ class Pool:
         col = np.array(records).reshape(-1, 4, 1)
         return finish_times(col[:, 0], col[:, 1], col[:, 2], col[:, 3], delay, work)
 
-    def stop_all(self, t: float) -> dict[int, np.ndarray]:
-        """Stop every group at t (cancel or abort); return tokens each rollout had decoded."""
+    def stop_all(self, t: float) -> Decoded:
+        """Stop every group at t (cancel or abort); return the groups and the tokens each of their
+        rollouts had decoded (Decoded)."""
         recs = list(self.groups.values())
-        done = {}
+        done: Decoded = ([], np.zeros((0, self.G)))
         if recs:
             for e in {p.engine for p in recs}:
                 self._advance(e, t)
@@ -314,7 +366,7 @@ class Pool:
             delay = np.concatenate([p.delay for p in recs]).reshape(len(recs), -1)
             work = np.concatenate([p.work for p in recs]).reshape(len(recs), -1)
             x = np.clip(head[:, None] - delay * rate[:, None], 0.0, work)
-            done = {p.group: row for p, row in zip(recs, x, strict=True)}
+            done = [p.group for p in recs], x
             self.busy_s += t - self._busy_since
         self.groups.clear()
         for e in range(self.E):

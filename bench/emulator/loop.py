@@ -54,6 +54,7 @@ class Result:
     events: int
     engines: int
     concurrency: int  # rollouts an engine holds at the end of the run
+    group_size: int = 0  # rollouts a group (0: not known)
     score_s: list[float] | None = None  # per step: wall seconds its groups' scoring ran (teachers only)
     teachers: list[dict] | None = None  # per teacher: batches, groups, tokens scored, busy engine-seconds
 
@@ -207,6 +208,8 @@ class Loop:
     # --- a group finished generating ------------------------------------------------------------
     def _finished(self, g: int, record: object, t: float) -> None:
         """Group g's last rollout finished at t (`record`: the engine's)."""
+        if g not in self.in_flight:  # cancelled by the batch an earlier group of this event filled:
+            self.rollouts.settle()  # its rows as the cancel wrote them, then what follows here
         rows, r = self.rollouts.rows(g), self.rollouts.table.cols
         if g in self.resumed:  # members that finished before the abort keep their results
             running = r["status"][rows] == RUNNING
@@ -336,26 +339,28 @@ class Loop:
         gen, events, trainer_events, scorer = self.generator, 0, self.trainer.events, self.scorer
         inf = np.inf
         while not self.done:
-            t_gen = gen.next_time()
+            # the generator runs up to the next trainer or scoring event (either wins a tie), and
+            # comes back early when groups finish: the Loop then reacts (batch, refill) at that time
             t_score = scorer.next_time() if scorer is not None else inf
-            events += 1
-            if trainer_events and trainer_events[0][0] <= (t_gen if t_gen <= t_score else t_score):
-                t, _, kind, step = heapq.heappop(trainer_events)
+            t_train = trainer_events[0][0] if trainer_events else inf
+            t, finished, n = gen.advance(t_train if t_train <= t_score else t_score)
+            events += n
+            if finished:
                 self.t = t
+                for g, record in finished:
+                    self._finished(g, record, t)
+                self._place_queued(t)
+                continue
+            events += 1
+            if trainer_events and t_train <= t_score:
+                self.t, _, kind, step = heapq.heappop(trainer_events)
                 if kind == COMPUTE_DONE:
-                    self._compute_done(step, t)
+                    self._compute_done(step, self.t)
                 else:
-                    self._synced(step, t)
-            elif t_score <= t_gen and t_score < inf:
+                    self._synced(step, self.t)
+            elif t_score < inf:
                 self.t, groups = scorer.step()
                 self._scored(groups, self.t)
-            elif t_gen < inf:
-                self.t = t_gen
-                finished = gen.step()
-                for g, record in finished:
-                    self._finished(g, record, t_gen)
-                if finished:
-                    self._place_queued(t_gen)
             else:
                 raise RuntimeError(
                     f"emulation stalled at t={self.t:.1f}s after {len(self.trainer.rows)} of {self.steps} "
@@ -367,13 +372,13 @@ class Loop:
     def _result(self, events: int) -> Result:
         for g in self.partial:  # buffered partial rollouts never resumed: the run ended
             self.rollouts.mark(g, ABORTED, (RESUMED,))
-        if self.unresolved:
+        if self.unresolved:  # whole groups' rows (Rollouts.grouped), group by group
             groups, records, versions = zip(*self.unresolved, strict=True)
-            idx, r = self.rollouts.members(list(groups)), self.rollouts.table.cols
-            placed = r["delay"][idx].reshape(-1, self.G), r["work"][idx].reshape(-1, self.G)
-            r["t_finish"][idx] = self.generator.finish_times(list(records), *placed).ravel()
-            r["version_end"][idx] = np.repeat(np.array(versions, dtype=np.int64), self.G)
-            r["tokens"][idx] = r["seg_work"][idx]
+            rows, col = np.array(groups, dtype=np.int64), self.rollouts.grouped
+            placed = col("delay")[rows], col("work")[rows]
+            col("t_finish")[rows] = self.generator.finish_times(list(records), *placed)
+            col("version_end")[rows] = np.array(versions, dtype=np.int64)[:, None]
+            col("tokens")[rows] = col("seg_work")[rows]
         wall = self.trainer.last_end
         segments, draws = self.rollouts.segments(self.next_group * self.G)
         return Result(
@@ -385,6 +390,7 @@ class Loop:
             events=events,
             engines=self.generator.engines,
             concurrency=self.concurrency,
+            group_size=self.G,
             score_s=self.score_s if self.scorer is not None else None,
             teachers=self.scorer.summary() if self.scorer is not None else None,
         )

@@ -10,13 +10,14 @@ from collections.abc import Callable, Collection
 
 import numpy as np
 
-from bench.emulator.rollouts import DISCARDED, DONE_TOKENS, PENDING, RESUMED, RUNNING, Rollouts
+from bench.emulator.generator import Decoded
+from bench.emulator.rollouts import DONE_TOKENS, PENDING, RESUMED, RUNNING, Rollouts
 
 
 def stop_in_flight(
     rollouts: Rollouts,
     groups: list[int],
-    decoded: dict[int, np.ndarray],
+    decoded: Decoded,
     t: float,
     version: int,
     abort: bool,
@@ -24,21 +25,21 @@ def stop_in_flight(
     placed_at: dict[int, float] | None = None,
 ) -> None:
     """Cancel (discard) or abort (buffer as `resumed` segments) every rollout of `groups` still in
-    flight at t. `decoded`: tokens each rollout of a group on an engine had decoded (the engine's
-    stop); `never_placed`: groups still queued for an engine slot, which spent no time yet;
+    flight at t (`groups` ascending). `decoded`: the groups on an engine and the tokens each of their
+    rollouts had decoded (the engine's stop, generator.Decoded); `never_placed`: groups still queued for an engine slot, which spent no time yet;
     `placed_at`: when groups that had queued for a slot got one (their environment time began)."""
-    rollouts.flush()  # t_dispatch and version_start are read (abort) and copied to history below
+    if not abort:  # written with every other fill's cancelled groups at the end of the run
+        rollouts.discard(groups, decoded, t, version)
+        return
+    rollouts.flush()  # t_dispatch and version_start are read and copied to history below
     r, G = rollouts.table.cols, rollouts.group_size
     rows = rollouts.members(groups)
     running = r["status"][rows] == RUNNING
     idx = rows[running]
     zeros = np.zeros(G)
-    tokens = np.concatenate([decoded.get(g, zeros) for g in groups])[running]
+    placed = dict(zip(decoded[0], decoded[1], strict=True))
+    tokens = np.concatenate([placed.get(g, zeros) for g in groups])[running]
     r["tokens"][idx], r["t_finish"][idx], r["version_end"][idx] = tokens, t, version
-    if not abort:
-        status = r["status"][rows]
-        r["status"][rows] = np.where((status == RUNNING) | (status == PENDING), DISCARDED, status)
-        return
     left = r["seg_work"][idx] - tokens
     r["left"][idx] = left
     began = r["t_dispatch"][idx]

@@ -48,10 +48,15 @@ def first_segments(r: Result) -> np.ndarray:
 def step_rows(r: Result) -> list[dict]:
     """One trace row per trainer step of `r`, with the step window's dispatched / discarded /
     filtered rollout counts and generated tokens."""
-    seg = r.segments
+    seg, G = r.segments, r.group_size
     edges = np.array([s.t_end_s for s in r.steps])
     n = len(edges)
-    dispatched = _per_window(_windows(edges, seg["t_dispatch"][first_segments(r)])[1], n)
+    if G and len(seg["rollout"]) == len(r.draws["prompt_tokens"]):
+        # no resumed segment: a group's rollouts share their dispatch, placed once (380k -> 24k
+        # binary searches for case 1)
+        dispatched = _per_window(_windows(edges, seg["t_dispatch"][::G])[1], n) * G
+    else:
+        dispatched = _per_window(_windows(edges, seg["t_dispatch"][first_segments(r)])[1], n)
     # every segment's end placed in its window once (380k binary searches for case 1) for all three
     ended, idx = _windows(edges, seg["t_finish"])
     status = seg["status"][ended]

@@ -88,14 +88,15 @@ class Trainer:
     def start(self, batch: Batch, rollouts: Rollouts, t: float) -> float:
         """Train `batch` from t: its rollouts become `used`; returns when compute ends (s)."""
         b, G = batch.step, rollouts.group_size
-        r = rollouts.table.cols
-        idx = rollouts.members(batch.kept)
-        r["status"][idx], r["step"][idx] = USED, b
-        prompt, response = r["prompt_tokens"][idx], r["response_tokens"][idx]
-        logprob_s, compute_s = self.model.step_times(prompt + response + r["tool_tokens"][idx])
+        kept = np.array(batch.kept, dtype=np.int64)  # whole rows of the grouped columns, group by group
+        rollouts.grouped("status")[kept], rollouts.grouped("step")[kept] = USED, b
+        prompt, response = (rollouts.grouped(k)[kept].ravel() for k in ("prompt_tokens", "response_tokens"))
+        tool = rollouts.grouped("tool_tokens")[kept].ravel()
+        logprob_s, compute_s = self.model.step_times(prompt + response + tool)
         start = np.array([rollouts.version_start[g] for g in batch.kept], dtype=np.int64)
         lag = np.repeat(staleness(b, start), G)  # per sample
-        self.current = TrainingStep(batch, t, logprob_s, compute_s, prompt, response, r["reward"][idx], lag)
+        reward = rollouts.grouped("reward")[kept].ravel()
+        self.current = TrainingStep(batch, t, logprob_s, compute_s, prompt, response, reward, lag)
         end = t + logprob_s + compute_s
         self.push(end, COMPUTE_DONE, b)
         return end

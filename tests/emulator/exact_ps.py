@@ -195,12 +195,24 @@ class ExactEngine:
         self._reschedule(e)
         return out
 
+    def advance(self, limit: float) -> tuple[float, list[tuple[int, GroupRun]], int]:
+        """Events earlier than `limit` (s) until one finishes groups (GenerationEngine.advance)."""
+        t, n = self.next_time(), 0
+        while t < limit:
+            out = self.step()
+            n += 1
+            if out:
+                return t, out, n
+            t = self.next_time()
+        return t, [], n
+
     def finish_times(self, records: list[GroupRun], delay: np.ndarray, work: np.ndarray) -> np.ndarray:
         """Each rollout's own finish time, as it happened."""
         return np.stack([run.finish for run in records])
 
-    def stop_all(self, t: float) -> dict[int, np.ndarray]:
-        """Stop every rollout at t; tokens each had decoded (0 before its decode began)."""
+    def stop_all(self, t: float) -> tuple[list[int], np.ndarray]:
+        """Stop every rollout at t; its group's row holds the tokens each had decoded (0 before its
+        decode began): generator.Decoded."""
         decoded: dict[int, np.ndarray] = {}
         for s in self.live.values():
             done = 0.0
@@ -217,7 +229,7 @@ class ExactEngine:
         for e in range(self.engines):
             self.e_heap[e].clear()
             self.epoch[e] += 1
-        return decoded
+        return list(decoded), np.array(list(decoded.values())).reshape(len(decoded), self.G)
 
     def close(self, t: float) -> None:
         if self._running > 0:

@@ -56,7 +56,8 @@ def _one_group(work: list[int], env_s: list[float]) -> Rollouts:
 
 def test_cancel_discards_every_rollout_in_flight_with_the_tokens_it_decoded():
     r = _one_group([100, 100], [5.0, 5.0])
-    surplus.stop_in_flight(r, [0], {0: np.array([40.0, 0.0])}, 20.0, 4, abort=False, never_placed=())
+    surplus.stop_in_flight(r, [0], ([0], np.array([[40.0, 0.0]])), 20.0, 4, abort=False, never_placed=())
+    r.settle()  # cancelled groups' rows are written when the run's segments are read (Rollouts.discard)
     c = r.table.cols
     assert c["status"][:2].tolist() == [DISCARDED, DISCARDED]
     assert c["tokens"][:2].tolist() == [40.0, 0.0]
@@ -68,7 +69,7 @@ def test_abort_buffers_what_is_left_and_resume_restarts_it_with_a_re_prefill():
     # three rollouts aborted at t = 20 (dispatched at 10, 105 ms prefill + 5/20/5 s environment):
     # one decoded 40 of 100 tokens, one was still in its environment (20 s), one had just finished
     r = _one_group([100, 100, 30], [5.0, 20.0, 5.0])
-    decoded = {0: np.array([40.0, 0.0, 30.0])}
+    decoded = ([0], np.array([[40.0, 0.0, 30.0]]))
     surplus.stop_in_flight(r, [0], decoded, 20.0, 4, abort=True, never_placed=())
     c = r.table.cols
     # the two cut short leave a `resumed` segment; the finished one keeps its result (pending)
@@ -88,7 +89,7 @@ def test_abort_buffers_what_is_left_and_resume_restarts_it_with_a_re_prefill():
 
 def test_a_group_still_queued_for_an_engine_keeps_all_its_environment_time():
     r = _one_group([100], [5.0])
-    surplus.stop_in_flight(r, [0], {}, 20.0, 4, abort=True, never_placed={0})
+    surplus.stop_in_flight(r, [0], ([], np.zeros((0, 1))), 20.0, 4, abort=True, never_placed={0})
     assert r.table.cols["env_left"][0] == pytest.approx(5.1)
 
 
@@ -96,5 +97,7 @@ def test_a_group_that_waited_for_a_slot_counts_its_environment_time_from_its_pla
     # dispatched at 10 s, placed at 16 s after waiting for an engine, aborted at 20 s before decoding:
     # 4 s of its 5.1 s spent, not 10 s
     r = _one_group([100], [5.0])
-    surplus.stop_in_flight(r, [0], {}, 20.0, 4, abort=True, never_placed=(), placed_at={0: 16.0})
+    surplus.stop_in_flight(
+        r, [0], ([], np.zeros((0, 1))), 20.0, 4, abort=True, never_placed=(), placed_at={0: 16.0}
+    )
     assert r.table.cols["env_left"][0] == pytest.approx(1.1)

@@ -173,9 +173,20 @@ NO_TEACHER_RUNS = {
     "smoke_slime": ["experiment=smoke", "framework=slime", "emulator.steps=6"],
     "smoke_prime_rl": ["experiment=smoke", "framework=prime_rl", "emulator.steps=6"],
     "semianalysis_case1": ["experiment=semianalysis_case1", "framework=prime_rl", "emulator.steps=20"],
+    # 3 engines: by step 60, two groups finish in one event and the first fills the batch, so the
+    # second is cancelled before the Loop sees it finish (Loop._finished settles the cancel first)
+    "semianalysis_case1_3_engines": [
+        "experiment=semianalysis_case1",
+        "framework=prime_rl",
+        "experiment.trainer_gpus=232",
+        "experiment.generator_gpus=24",
+        "experiment.seed=2",
+        "emulator.steps=60",
+    ],
 }
 NO_TEACHER_SHA256 = {
     "semianalysis_case1": "29d8ef244ad871f3d23d97560c571a409f3c984805d9b3d9e987a34aab23d2dc",
+    "semianalysis_case1_3_engines": "2d9ba79e54e7da29a373d93e73df302cc0e3be83abb3dd2a82a5e8a8bc8506c5",
     "smoke_prime_rl": "e47d5d317152a0eb3f98e47e360f867cc5d2c11b0c32e1154023375e1ac4b75b",
     "smoke_slime": "f98b92124570a79125e3b215e14dc75329f48a4d26a9e241bb210489fb0be924",
     "smoke_verl": "e28d223910cbaba5c55c0640fc1762d9d139047a4b109ec969105ca17e8f90d1",

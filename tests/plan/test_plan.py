@@ -13,6 +13,7 @@ import pytest
 from bench import plan
 from bench.__main__ import main as bench_main
 from bench.config import compose
+from bench.plan_splits import choose
 
 # smoke (Qwen3-8B GRPO, 16 H100) on nodes of 2 GPUs, so that 16 GPUs split several ways: validate
 # admits trainer 8, 4 or 2 GPUs (1024 samples per step over the trainer's data-parallel ranks)
@@ -115,10 +116,10 @@ def test_semianalysis_case1_moves_trainer_gpus_to_rollout_at_a_flat_cost(tmp_pat
 
 def test_choose_spaces_the_splits_and_keeps_the_current_one():
     valid = [(256 - g, g) for g in range(8, 256, 8)]  # 31 whole-node splits
-    picked = plan.choose(valid, (64, 192), 16)
+    picked = choose(valid, (64, 192), 16)
     assert len(picked) == 16 and (64, 192) in picked
     assert picked[0] == (248, 8) and picked[-1] == (8, 248)
-    assert plan.choose(valid[:5], None, 16) == valid[:5]
+    assert choose(valid[:5], None, 16) == valid[:5]
 
 
 def test_parallel_and_serial_emulations_are_the_same_numbers():
