@@ -2,7 +2,7 @@
 and the cost model itself (decode iteration, prefill, training step) that reads only the profile and
 a model's shape. docs/probe.md has the schema, the forms and the measured errors.
 
-The forms (costs add; a max only where work overlaps a CPU that launches it):
+The forms (costs add; an overlap only where work overlaps a CPU that launches it):
 
 - decode iteration (CUDA graph) = launch x (kernels_per_layer x layers + kernels_per_iteration)
   + weight_bytes / weight_Bps + kv_bytes / (kv_Bps x min(1, batch x kv_heads / attention_blocks_full))
@@ -12,9 +12,10 @@ The forms (costs add; a max only where work overlaps a CPU that launches it):
   model's GEMMs reach less of the GPU (the dense width factor, fitted once). Rows of one model
   cannot separate the launch term from the weight stream: then the weight stream is read at the
   measured device copy bandwidth.
-- prefill (eager) = max(launch_per_layer x layers, flops / (gemm_peak x h / (h + width_half)))
-- training step (eager) = max(train_launch_per_layer x layers, 3 x flops / (same rate))
-  + optimizer bytes (16 B/param read + written) / device copy bandwidth.
+- prefill (eager) = overlap(launch_per_layer x layers, flops / (gemm_peak x h / (h + width_half)))
+- training step (eager) = overlap(train_launch_per_layer x layers, 3 x flops / (same rate))
+  + optimizer bytes (16 B/param read + written) / device copy bandwidth, where overlap(a, b) =
+  (a^p + b^p)^(1/p): the CPU's launches and the GPU's GEMMs overlap, fitted p (1: they add).
 
 `gemm_peak`, the device copy bandwidth and the host/filesystem links are read straight from the probe
 (measured); launch costs, streaming bandwidths, `attention_blocks_full` and `width_half` are fitted.
@@ -43,6 +44,8 @@ ADAM_BYTES_PER_PARAM = 16  # fp32 master weight, grad, exp_avg, exp_avg_sq: each
 TRAIN_FLOPS_MULT = 3  # forward + backward (2x forward)
 ATTENTION_BLOCKS_GRID = np.geomspace(4, 4096, 121)
 WIDTH_HALF_GRID = np.linspace(0, 8192, 129)
+# launches and GEMMs of eager work: 1 adds them, 32 is within 2.2% of the longer of the two (at equal sides)
+OVERLAP_P_GRID = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 
 
 @dataclass(frozen=True)
@@ -270,10 +273,25 @@ def _rate(profile, arch: Arch, width_half: float | None = None) -> float:
 def eager_s(profile, arch: Arch, section: str, flops: Any, passes: Any = 1, gpus: int = 1) -> Any:
     """Seconds of eager work of `flops` FLOPs in `passes` launches of every layer (`section`
     "prefill": forward passes; "train": forward + backward), spread over `gpus` GPUs: the CPU's
-    launches overlap the GPUs' GEMMs, so the longer of the two. Arrays broadcast."""
+    launches overlap the GPUs' GEMMs (`overlap`, the profile's fitted exponent). Arrays broadcast."""
     launch = _v(profile, section, "launch_s_per_layer") * arch.layers * np.asarray(passes, dtype=np.float64)
-    seconds = np.maximum(launch, np.asarray(flops, dtype=np.float64) / gpus / _rate(profile, arch))
+    compute = np.asarray(flops, dtype=np.float64) / gpus / _rate(profile, arch)
+    seconds = overlap(launch, compute, _overlap_p(profile))
     return float(seconds) if np.ndim(seconds) == 0 else seconds
+
+
+def overlap(launch: Any, compute: Any, p: float | None) -> Any:
+    """Seconds of a CPU's launches overlapping the GPU's work: (launch^p + compute^p)^(1/p), the
+    longer of the two as p grows (None: the max), their sum at p = 1. Neither side hides the other
+    entirely near where they are equal (launch queues drain, GEMMs wait on launches)."""
+    if p is None:
+        return np.maximum(launch, compute)
+    return (np.power(launch, p) + np.power(compute, p)) ** (1.0 / p)
+
+
+def _overlap_p(profile: dict[str, Any]) -> float | None:
+    """The dense section's fitted overlap exponent; None (the max) in a profile fitted before it."""
+    return (profile.get("dense") or {}).get("overlap_p", {}).get("value")
 
 
 def prefill_s(profile, arch: Arch, batch: Any, seq: Any, params: float | None = None, gpus: int = 1) -> Any:
@@ -391,8 +409,9 @@ def _fit_decode(rows: list[Row], copy_Bps: float, width_half: float) -> dict[str
 
 
 def _fit_dense(prefill: list[Row], train: list[Row], measured: dict[str, Any]) -> dict[str, Any]:
-    """width_half (shared by prefill and training: the same GEMMs) and each section's launch cost per
-    layer, by grid search on squared relative error; the GEMM peak and copy bandwidth are measured."""
+    """width_half (shared by prefill and training: the same GEMMs), the overlap exponent of launches
+    and GEMMs (shared: the same eager launches) and each section's launch cost per layer, by grid
+    search on squared relative error of the fitted rows; the GEMM peak and copy bandwidth are measured."""
     partial = {"measured": measured}
     best = None
     layers_p = np.array([r.arch.layers for r in prefill], dtype=float)
@@ -400,8 +419,14 @@ def _fit_dense(prefill: list[Row], train: list[Row], measured: dict[str, Any]) -
     y_p = np.array([r.measured_s for r in prefill])
     y_t = np.array([r.measured_s for r in train])
     opt_t = np.array([optimizer_s(partial, r.params) for r in train])
-    launch_grid = np.geomspace(1e-5, 1e-1, 161)
-    for half in WIDTH_HALF_GRID:
+    launch_grid = np.geomspace(1e-5, 1e-1, 161)[:, None]  # one row per candidate launch cost
+
+    def err(layers, comp, extra, y, p):  # per launch candidate
+        if not len(y):
+            return np.zeros(len(launch_grid))
+        return np.sum((overlap(launch_grid * layers, comp, p) + extra - y) ** 2 / y**2, axis=1)
+
+    for p, half in itertools.product(OVERLAP_P_GRID, WIDTH_HALF_GRID):
         comp_p = np.array(
             [
                 _forward_flops(r.arch, r.batch, r.length, r.params) / _rate(partial, r.arch, half)
@@ -416,26 +441,24 @@ def _fit_dense(prefill: list[Row], train: list[Row], measured: dict[str, Any]) -
                 for r in train
             ]
         )
-
-        def err(layers, comp, extra, y, launch):
-            return np.sum((np.maximum(launch * layers, comp) + extra - y) ** 2 / y**2) if len(y) else 0.0
-
-        lp = min(launch_grid, key=lambda c: err(layers_p, comp_p, 0.0, y_p, c))
-        lt = min(launch_grid, key=lambda c: err(layers_t, comp_t, opt_t, y_t, c))
-        total = err(layers_p, comp_p, 0.0, y_p, lp) + err(layers_t, comp_t, opt_t, y_t, lt)
-        if best is None or total < best[0]:
-            best = (total, half, lp, lt)
-    _, half, lp, lt = best
+        e_p, e_t = err(layers_p, comp_p, 0.0, y_p, p), err(layers_t, comp_t, opt_t, y_t, p)
+        total = float(e_p.min() + e_t.min())
+        if best is None or total < best[0] - 1e-12:
+            best = (total, p, half, float(launch_grid[e_p.argmin(), 0]), float(launch_grid[e_t.argmin(), 0]))
+    _, p, half, lp, lt = best
     profile = {
         "measured": measured,
-        "dense": {"width_half": {"value": half}},
+        "dense": {"width_half": {"value": half}, "overlap_p": {"value": p}},
         "prefill": {"launch_s_per_layer": {"value": lp}},
         "train": {"launch_s_per_layer": {"value": lt}},
     }
     e_p = [predict(profile, r) / r.measured_s - 1 for r in prefill]
     e_t = [predict(profile, r) / r.measured_s - 1 for r in train]
     return {
-        "dense": {"width_half": _fitted(half, prefill + train, e_p + e_t)},
+        "dense": {
+            "width_half": _fitted(half, prefill + train, e_p + e_t),
+            "overlap_p": _fitted(p, prefill + train, e_p + e_t),
+        },
         "prefill": {"launch_s_per_layer": _fitted(lp, prefill, e_p)},
         "train": {
             "launch_s_per_layer": _fitted(lt, train, e_t),
