@@ -9,7 +9,7 @@ three are empty), e.g. probes/testbed-h100/.
 Each job is submitted the way `bench run` submits (bench.submit): the sbatch parameters of
 `bench.submit.sbatch_params` (partition, account, QoS, time, constraint, --exclusive, the GPUs of one
 whole node, the cluster's setup lines, the container, the `exec` of the job's Python) for one node,
-and submitit's SlurmExecutor with `bench.submit.python_command`. The submitted callable is
+in the executor `bench.submit.slurm_executor` makes for every Slurm job. The submitted callable is
 bench.probe's `measure_into`, pickled by submitit with its arguments, so the batch script holds no
 value the user typed except submitit's folder (under --out), quoted by sbatch_params and checked
 here for line breaks by runners.shell.header_value; the cluster's own values are checked by
@@ -173,18 +173,16 @@ def submit(
     measure: Callable[..., str],
 ) -> Any:
     """One job for one whole node of `kind`, through bench.submit's parameters and submitit."""
-    import submitit
-
     from bench.monitor import slurm_env
-    from bench.submit import python_command, sbatch_params
+    from bench.submit import slurm_executor
 
     cfg = kind.cfg
     os.environ.update(slurm_env(cfg.cluster))  # the testbed's SLURM_CONF, as bench.submit does
     logs = folder / "submitit"
     logs.mkdir(parents=True, exist_ok=True)
-    ex = submitit.SlurmExecutor(folder=logs, python=python_command(cfg))
-    ex.update_parameters(**sbatch_params(cfg, 1, f"bench-probe-{kind.name}", logs))
-    return ex.submit(measure, folder, models, quick, fs_path, False)
+    return slurm_executor(cfg, 1, f"bench-probe-{kind.name}", logs).submit(
+        measure, folder, models, quick, fs_path, False
+    )
 
 
 def wait(

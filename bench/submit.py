@@ -200,10 +200,17 @@ def _write_sbatch(group: list[Any], folder: Path | None) -> None:
         (p.paths.launch / "submit.sbatch").write_text(redact_file("submit.sbatch", text))
 
 
+def slurm_executor(cfg: Any, nodes: int, name: str, folder: Path) -> submitit.SlurmExecutor:
+    """submitit's SlurmExecutor for jobs of `nodes` whole nodes of cfg's cluster, named `name`, its
+    files under `folder`: the one place a Slurm job's executor is made (bench run, bench probe)."""
+    ex = submitit.SlurmExecutor(folder=folder, python=python_command(cfg))
+    ex.update_parameters(**sbatch_params(cfg, nodes, name, folder))
+    return ex
+
+
 def _submit_slurm(group: list[Any], folder: Path) -> None:
     cfg = group[0].cfg
-    ex = submitit.SlurmExecutor(folder=folder, python=python_command(cfg))
-    ex.update_parameters(**sbatch_params(cfg, group[0].nodes, f"bench-{cfg.experiment.name}", folder))
+    ex = slurm_executor(cfg, group[0].nodes, f"bench-{cfg.experiment.name}", folder)
     submitted_at = rundir.now_iso()
     with ex.batch():
         jobs = [ex.submit(BenchJob(), str(p.paths.root), job_config(p.cfg)) for p in group]

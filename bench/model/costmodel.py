@@ -49,9 +49,8 @@ class EngineModel:
     # shortest decode iteration (s): the engine's launches, scheduling and sampling (a framework cost;
     # with a profile, whose launch term is measured, a floor on it, never added)
     floor_s: float = 0.0
-    profile: dict[str, Any] | None = (
-        None  # measured hardware profile (bench.model.hwprofile); None: datasheet
-    )
+    # the measured hardware profile (bench.model.hwprofile); None: the datasheet
+    profile: dict[str, Any] | None = None
     arch: hwprofile.Arch | None = None  # the model's shape as the profile's forms read it
     tied_head_bytes: float = 0.0  # a tied LM head: read every step (only the profile path counts it)
 
@@ -165,9 +164,8 @@ class TrainerModel:
     bin_tokens: int = 0  # micro-batch length (tokens) of a framework that pads to DP; 0: none
     handoff_s: float = 0.0  # colocated rollout <-> train hand-off per step (s); engines stay paused
     handoff_in_sync: bool = True  # the framework's own timers count the hand-off in sync_s (else in wait_s)
-    profile: dict[str, Any] | None = (
-        None  # measured hardware profile (bench.model.hwprofile); None: datasheet
-    )
+    # the measured hardware profile (bench.model.hwprofile); None: the datasheet
+    profile: dict[str, Any] | None = None
     arch: hwprofile.Arch | None = None  # the model's shape as the profile's forms read it
     gpus: int = 1  # trainer GPUs: the step's FLOPs split over them
     micro_batch_tokens: int = 0  # tokens per GPU per micro-batch: each micro-batch launches every layer

@@ -343,7 +343,7 @@ def _fit_decode(rows: list[Row], copy_Bps: float, width_half: float) -> dict[str
     constant over its batch x context grid (one layer count, one weight size), so any split fits
     equally and the fit's split is arbitrary, while another size needs the right one. Then the weight
     stream is read at the measured device copy bandwidth `copy_Bps` (B/s; fitted on two or more
-    sizes of the H200 probe it comes out 0.92-1.11x of it) and the launch term is fitted to the rest."""
+    sizes of the H200 probe it comes out 0.89-1.03x of it) and the launch term is fitted to the rest."""
     y = np.array([r.measured_s for r in rows])
     one_model = len({(r.arch.layers, r.weight_bytes) for r in rows}) == 1
     fixed = np.zeros(4)
@@ -361,9 +361,10 @@ def _fit_decode(rows: list[Row], copy_Bps: float, width_half: float) -> dict[str
         )
         A = X / y[:, None]
         target = 1.0 - A @ fixed  # what the fitted terms explain, relative to each row
-        for keep in itertools.product((True, False), repeat=X.shape[1]):
-            cols = [i for i, k in enumerate(keep) if k and not fixed[i]]
-            if not cols or len(cols) < sum(keep):
+        free = [i for i in range(X.shape[1]) if not fixed[i]]
+        for keep in itertools.product((True, False), repeat=len(free)):
+            cols = [i for i, k in zip(free, keep, strict=True) if k]
+            if not cols:
                 continue
             sub, *_ = np.linalg.lstsq(A[:, cols], target, rcond=None)
             if (sub <= 0).any():
