@@ -369,6 +369,7 @@ class Pool:
             done = [p.group for p in recs], x
             self.busy_s += t - self._busy_since
         self.groups.clear()
+        self.heap.clear()  # every entry was a stopped group's or an engine's (stale from here on)
         for e in range(self.E):
             self.B[e], self.occ[e] = 0.0, 0.0
             self.e_heap[e].clear()
