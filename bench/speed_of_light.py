@@ -12,7 +12,9 @@ The work is the steady window's mean step (metrics.json `window`; steps.parquet 
   by one token per iteration (their sum; the mean context is prompt + half the response);
 - update (compute_s): the step's training FLOPs (bench.flops, suite convention, every sequence at the
   mean length) at the profile's train rate (hwprofile.eager_s "train", one launch of every layer)
-  plus hwprofile.optimizer_s of one trainer GPU's shard of the parameters;
+  plus hwprofile.optimizer_s of one trainer GPU's shard of the parameters, plus, when the run offloads
+  trainer state (experiment.trainer.offload_*), those bytes loaded and put back over the measured
+  pinned host copies (hwprofile.host_roundtrip_s);
 - log-prob passes (ref_s, old_logprob_s; logprob_s when not split): a forward (a third of the training
   FLOPs) per pass at the prefill rate (hwprofile.eager_s "prefill");
 - weight sync (sync_s): the generator's weight bytes over the framework's path at this placement
@@ -34,8 +36,9 @@ from typing import Any
 
 import numpy as np
 import yaml
+from omegaconf import OmegaConf
 
-from bench import flops
+from bench import flops, resolve
 from bench.errors import UsageError
 from bench.model import hwprofile, hwprofile_conf
 from bench.phases import colocated
@@ -219,7 +222,7 @@ def compute(
         elif unknown:
             out["phases"].append(_row(col, name, s, reason=unknown))
         elif col == "compute_s":
-            out["phases"].append(_update(profile, m, arch, g, samples, per_seq, s))
+            out["phases"].append(_update(profile, m, arch, g, samples, per_seq, s, cfg))
         elif col in ("ref_s", "old_logprob_s", "logprob_s"):
             n = 1 if col != "logprob_s" else passes
             out["phases"].append(_logprob(profile, m, arch, g, samples, per_seq, col, name, s, n))
@@ -286,7 +289,7 @@ def _train_flops(m: SimpleNamespace, samples: float, per_seq: float) -> float:
     return flops.flops_of_sequences(m, np.full(round(samples), per_seq))
 
 
-def _update(profile, m, arch, g, samples, per_seq, measured) -> dict[str, Any]:
+def _update(profile, m, arch, g, samples, per_seq, measured, cfg) -> dict[str, Any]:
     gpus = g["trainer_gpus"]
     if not gpus:
         return _row("compute_s", "update", measured, reason="the run's trainer GPUs are unknown")
@@ -299,7 +302,28 @@ def _update(profile, m, arch, g, samples, per_seq, measured) -> dict[str, Any]:
         f"GPU(s) at the profile's train rate, one launch of every layer ({train:.3g} s), + AdamW of "
         f"1/{gpus} of {params:.3g} parameters ({optimizer:.3g} s)"
     )
-    return _row("compute_s", "update", measured, train + optimizer, basis, gpus)
+    offload, why = _offload(profile, cfg)
+    return _row("compute_s", "update", measured, train + optimizer + offload, basis + why, gpus)
+
+
+def _offload(profile, cfg: dict[str, Any]) -> tuple[float, str]:
+    """(s, basis) of the trainer state experiment.trainer.offload_* keep in host memory, loaded onto
+    each trainer GPU for the update and put back (the framework's timer counts it: bench.model.costmodel
+    .offload_s) over the profile's pinned host copies; (0, "") when the run offloads nothing."""
+    trainer = ((cfg.get("experiment") or {}).get("trainer")) or {}
+    if not (trainer.get("offload_params") or trainer.get("offload_optimizer")):
+        return 0.0, ""
+    moved = resolve.trainer_offloaded_bytes_per_gpu(OmegaConf.create(cfg))
+    seconds = hwprofile.host_roundtrip_s(profile, moved)
+    if seconds is None:
+        return (
+            0.0,
+            f"; the {moved / 1e9:.3g} GB per GPU the run offloads are not priced: the profile has no pinned host copies",
+        )
+    return seconds, (
+        f", + {moved / 1e9:.3g} GB of offloaded trainer state per GPU loaded and put back over the "
+        f"measured pinned host copies ({seconds:.3g} s)"
+    )
 
 
 def _logprob(profile, m, arch, g, samples, per_seq, col, name, measured, passes) -> dict[str, Any]:

@@ -300,11 +300,10 @@ def offload_s(cfg: Any, r: Resolved) -> float:
     if moved == 0.0:
         return 0.0
     measured = hwprofile_conf.for_config(cfg)
-    links = (measured[0].get("measured") or {}) if measured else {}
-    h2d, d2h = links.get("host_h2d_pinned_Bps"), links.get("host_d2h_pinned_Bps")
-    if h2d and d2h:
-        return moved / float(h2d) + moved / float(d2h)
-    return 2.0 * moved / _host_Bps(cfg, moved, "an offloaded trainer update")
+    seconds = hwprofile.host_roundtrip_s(measured[0], moved) if measured else None
+    return (
+        seconds if seconds is not None else 2.0 * moved / _host_Bps(cfg, moved, "an offloaded trainer update")
+    )
 
 
 def trainer_model(cfg: Any, r: Resolved) -> TrainerModel:

@@ -304,6 +304,14 @@ def optimizer_s(profile, params: float) -> float:
     return params * ADAM_BYTES_PER_PARAM * 2 / _v(profile, "measured", "device_copy_Bps")
 
 
+def host_roundtrip_s(profile, moved: float) -> float | None:
+    """Seconds to load `moved` bytes from pinned host memory onto the GPU and put them back (the
+    measured pinned host-to-device and device-to-host copies); None when the profile lacks either."""
+    links = profile.get("measured") or {}
+    h2d, d2h = links.get("host_h2d_pinned_Bps"), links.get("host_d2h_pinned_Bps")
+    return moved / float(h2d) + moved / float(d2h) if h2d and d2h else None
+
+
 def train_s(profile, arch: Arch, batch: int, seq: int, params: float | None = None) -> float:
     """Seconds of one training step (forward, backward, AdamW) over batch x seq tokens."""
     p = params or arch.params

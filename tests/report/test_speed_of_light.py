@@ -44,8 +44,8 @@ def emulate(out: Path, *overrides: str) -> Path:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
-    """verl disaggregated (NCCL sync) and colocated (ipc sync) on an H200 with its profile, and
-    verl on an H200 without one (conf/hardware/h200.yaml says profile: null)."""
+    """verl disaggregated (NCCL sync), colocated (ipc sync) and offloading its optimizer on an H200
+    with its profile, and verl on an H200 without one (conf/hardware/h200.yaml says profile: null)."""
     root = tmp_path_factory.mktemp("sol") / "results"
     return {
         "disaggregated": emulate(root / "verl-profile", "framework=verl", *WITH_PROFILE),
@@ -53,6 +53,12 @@ def runs(tmp_path_factory) -> dict[str, Path]:
             root / "verl-colocated", "framework=verl", "experiment.placement=colocated", *WITH_PROFILE
         ),
         "no_profile": emulate(root / "verl-datasheet", "framework=verl", "hardware=h200"),
+        "offload": emulate(
+            root / "verl-offload",
+            "framework=verl",
+            "experiment.trainer.offload_optimizer=true",
+            *WITH_PROFILE,
+        ),
     }
 
 
@@ -98,21 +104,42 @@ def test_generation_is_prefill_plus_the_sum_of_decode_iterations(runs):
     )
 
 
-def test_update_is_training_flops_at_the_train_rate_plus_adamw(runs):
-    run = runs["disaggregated"]
-    steps, manifest, metrics = steady(run)
+def training_and_adamw_s(run: Path) -> float:
+    """The steady step's training FLOPs at the profile's train rate on the 8 trainer GPUs, plus AdamW of
+    1/8 of the parameters (s)."""
+    steps, manifest, _ = steady(run)
     profile = hwprofile_conf.load_profile(H200)
     model = SimpleNamespace(**manifest["config"]["model"])
     samples = steps["samples"].mean()
     per_seq = (steps["prompt_tokens"].mean() + steps["response_tokens"].mean()) / samples
     f = flops.flops_of_sequences(model, [per_seq] * round(samples))
-    expected = hwprofile.eager_s(profile, arch_of(model), "train", f, 1, 8) + hwprofile.optimizer_s(
+    return hwprofile.eager_s(profile, arch_of(model), "train", f, 1, 8) + hwprofile.optimizer_s(
         profile, flops.param_counts(model)["total"] / 8
     )
+
+
+def test_update_is_training_flops_at_the_train_rate_plus_adamw(runs):
+    run = runs["disaggregated"]
+    _, _, metrics = steady(run)
     update = phase(result(run), "update")
-    assert update["hardware_s"] == pytest.approx(expected, rel=1e-12)
+    assert update["hardware_s"] == pytest.approx(training_and_adamw_s(run), rel=1e-12)
     assert update["measured_s"] == metrics["phases"]["parts"]["compute_s"]["s_per_step"]
     assert update["ratio"] == update["measured_s"] / update["hardware_s"]
+
+
+def test_an_offloading_run_adds_its_offloaded_state_over_the_pinned_host_copies(runs):
+    """FSDP over 8 GPUs, AdamW state offloaded: 12 bytes a parameter / 8 per GPU, loaded at the probe's
+    pinned host-to-device rate and put back at its device-to-host rate, on top of the update above."""
+    run = runs["offload"]
+    model = SimpleNamespace(**steady(run)[1]["config"]["model"])
+    moved = flops.param_counts(model)["total"] * 12 / 8
+    links = hwprofile_conf.load_profile(H200)["measured"]
+    transfer = moved / links["host_h2d_pinned_Bps"] + moved / links["host_d2h_pinned_Bps"]
+    update = phase(result(run), "update")
+    assert transfer > 0
+    assert update["hardware_s"] == pytest.approx(training_and_adamw_s(run) + transfer, rel=1e-12)
+    assert f"+ {moved / 1e9:.3g} GB of offloaded trainer state per GPU" in update["basis"]
+    assert "offloaded" not in phase(result(runs["disaggregated"]), "update")["basis"]
 
 
 def test_sync_is_a_device_copy_colocated_and_not_measured_over_nccl(runs):
