@@ -9,7 +9,7 @@ what they lack is unknown (null with the reason) unless given (`hardware=h100_sx
 `model=qwen3_0_6b`, `workload.group_size=16`). GPU telemetry CSVs in the logs (nvidia-smi's
 `--format=csv` with a header row) are read by content, whatever their name. bench/ingest_run.py
 decides what belongs to the one run (other runs' GPU CSVs are left out and named; a requeued run's
-attempts are recorded); compressed logs are read through a decompressed copy.
+attempts are recorded); compressed or UTF-16 logs are read through a decompressed (UTF-8) copy.
 
 Bad input ends with one line on stderr and exit 2, nothing written: missing or empty logs, logs of
 another framework, a folder holding several runs, an --out that exists (runs are never
@@ -57,9 +57,9 @@ from bench.trace import (
 from runners import attempts, log_end
 from runners.base import ParseResult, load_runner
 from runners.run_config import (
-    COMPRESSED_SUFFIXES,
     binary_share,
     harness_values,
+    needs_staging,
     stage_decompressed,
     text_files,
 )
@@ -269,7 +269,7 @@ def ingest(
                 return ingest_read(cfg, staged, run_dir, overrides, unstage_store, store=store)
             except Refused as e:
                 raise Refused(unstage_store(str(e))) from None
-    if not any(p.suffix in COMPRESSED_SUFFIXES for p in text_files(logs)):
+    if not needs_staging(logs):
         return ingest_read(cfg, logs, run_dir, overrides)
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
         staged, decompressed, skipped = stage_decompressed(logs, Path(tmp))
@@ -317,6 +317,12 @@ def ingest_read(
     hardware = infer_hardware.hardware_from_logs(logs, gpu_names(csvs), clues)
     result = _runner(cfg, overrides, hardware[0]).parse_logs(logs)
     end = log_end.scan(logs, files)
+    if result.run_info.get("runs"):  # the parser found several runs' step records side by side
+        runs = result.run_info["runs"]
+        raise Refused(
+            f"--logs {logs}: holds {len(runs)} runs (or copies of one), not one ({'; '.join(runs)}: each "
+            "logged from the first step); pass one run's log as --logs"
+        )
     if not result.steps:
         other = sniff_framework(logs)
         if other and other != fw:
@@ -328,7 +334,7 @@ def ingest_read(
                 f"--logs {logs}: an SFT run's log (step lines of train/loss, "
                 f"{result.run_info['not_rl']}), not an RL run: nothing to ingest"
             )
-        if end.failure is None:
+        if end.failure is None and not (end.cut_files and other == fw):  # a cut log: killed before step 1
             raise Refused(
                 f"--logs {logs}: no {fw} step records and no error found in {len(files)} file(s); is this a {fw} run?"
             )

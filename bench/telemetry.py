@@ -138,7 +138,8 @@ def read_gpu_csv(
     as this machine's zone (our own job, whose t0 is this machine's time.time()). t_s counts from
     t0_epoch_s (Unix seconds; 0 gives Unix time), rounded to the ms nvidia-smi prints.
     """
-    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+    # utf-8-sig: a CSV saved on Windows (Excel) starts with a byte-order mark before its header
+    with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
         lines = (line.replace("\0", "") for line in f)  # a crash can leave zero-filled blocks
         first = 1
         if header is None:

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from runners.run_config import BULK_DIRS, source
+from runners.run_config import ANSI_BYTES, BULK_DIRS, source
 
 # Slurm's end line for a job or step; the reason is absent for a plain scancel
 SLURM_END = re.compile(
@@ -95,6 +95,8 @@ def _events(path: Path, streams: tuple[Stream, ...]) -> list[tuple[int, Stream |
             buf = tail + block
             cut = len(buf) if not block else buf.rfind(b"\n") + 1
             whole, tail = buf[:cut], buf[cut:]
+            if b"\x1b" in whole:  # colour codes: `ESC[32mstep:3` is a step record (lines kept)
+                whole = ANSI_BYTES.sub(b"", whole)
             hits = [(m.start(), None, m) for m in SLURM_END.finditer(whole)]
             hits += [(m.start(), s, m) for s in streams for m in s.step.finditer(whole)]
             last = 0

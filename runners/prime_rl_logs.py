@@ -33,6 +33,7 @@ from runners.attempts import Stream
 from runners.base import cr_only
 from runners.prime_rl_columns import NAN, StepRows, StepTable, overlay, union
 from runners.prime_rl_traces import check_against_steps, parse_traces
+from runners.run_config import text_files
 
 ANSI = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
 # "Step N | <duration> |" at a hit; the duration reads "Time: 0.60s" (v0.5) or "1m 18s" (v0.6+).
@@ -380,8 +381,9 @@ def parse_dir(log_dir: Path | str) -> tuple[StepRows, LogParse, dict[str, Any]]:
         if path.name == "wall_time.env":
             continue
         read_file(path, acc)
-    env = log_dir / "wall_time.env"
-    if env.is_file():
+    # the harness's wall-time file, at the top or in a folder below (one run's folder inside --logs)
+    env = next((p for p in text_files(log_dir) if p.name == "wall_time.env"), None)
+    if env is not None:
         run_info["wall_time_env"] = read_env_file(env)
     if acc.times:
         run_info["first_metric_time"], run_info["last_metric_time"] = acc.times

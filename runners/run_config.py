@@ -37,6 +37,7 @@ from typing import Any
 # is optional. The one definition: runners.base.clean_line and the config readers build on it.
 RAY_PREFIX_PATTERN = r"(?:\x1b?\[[0-9;]*m)*\([\w.:-]+ pid=\d+[^)]*\)(?:\x1b?\[[0-9;]*m)*"
 RAY_PREFIX = re.compile("^" + RAY_PREFIX_PATTERN + " ?")
+ANSI_BYTES = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")  # colour codes (loguru, Ray)
 
 FACT_NAMES = (
     "model_path",
@@ -96,10 +97,14 @@ def source(root: Path, path: Path, line: int | None) -> str:
 
 
 def head_text(path: Path, limit: int = SNIFF_BYTES) -> str:
-    """The first `limit` bytes as text: NUL bytes dropped, CRLF read as LF, bad UTF-8 replaced."""
+    """The first `limit` bytes as text: NUL bytes and colour codes dropped, CRLF read as LF, bad
+    UTF-8 replaced."""
     with open(path, "rb") as f:
         raw = f.read(limit)
-    return raw.replace(b"\0", b"").replace(b"\r\n", b"\n").decode("utf-8", errors="replace")
+    raw = raw.replace(b"\0", b"").replace(b"\r\n", b"\n")
+    if b"\x1b" in raw:  # a colour code around a value would become part of it
+        raw = ANSI_BYTES.sub(b"", raw)
+    return raw.decode("utf-8", errors="replace")
 
 
 def harness_values(log_dir: Path, required: tuple[str, ...]) -> tuple[dict[str, float], str | None]:
@@ -249,9 +254,22 @@ def _zstd_reader(fh: Any) -> Any | None:
     return zstandard.ZstdDecompressor().stream_reader(fh)
 
 
+def utf16(path: Path) -> bool:
+    """Whether a file is UTF-16 text with its byte-order mark (what PowerShell's `>` writes)."""
+    with open(path, "rb") as f:
+        return f.read(2) in (b"\xff\xfe", b"\xfe\xff")
+
+
+def needs_staging(logs: Path) -> bool:
+    """Whether some file under `logs` must be read through a staged copy (stage_decompressed):
+    compressed (COMPRESSED_SUFFIXES) or UTF-16 text."""
+    return any(p.suffix in COMPRESSED_SUFFIXES or utf16(p) for p in text_files(logs))
+
+
 def stage_decompressed(logs: Path, into: Path) -> tuple[Path, dict[str, str], list[str]]:
     """`logs` as a folder every reader can read: under `into`, each file linked as it is, each
-    compressed file (COMPRESSED_SUFFIXES) decompressed under its name without the suffix. Returns
+    compressed file (COMPRESSED_SUFFIXES) decompressed under its name without the suffix, each
+    UTF-16 file (utf16) written as UTF-8 under its name. Returns
     (the staged --logs, staged path -> original path of each decompressed file, one line per
     compressed file skipped: zstd without the zstandard module)."""
     import gzip
@@ -265,7 +283,11 @@ def stage_decompressed(logs: Path, into: Path) -> tuple[Path, dict[str, str], li
         dest = staged if path == logs else staged / path.relative_to(logs)
         dest.parent.mkdir(parents=True, exist_ok=True)
         if path.suffix not in COMPRESSED_SUFFIXES:
-            os.symlink(path.resolve(), dest)
+            if utf16(path):  # a Windows redirect's UTF-16: every reader reads UTF-8
+                dest.write_bytes(path.read_bytes().decode("utf-16", errors="replace").encode())
+                decompressed[str(dest)] = str(path)
+            else:
+                os.symlink(path.resolve(), dest)
             continue
         if path != logs:  # (a single file's staged name is already without the suffix)
             dest = dest.with_suffix("")

@@ -33,7 +33,7 @@ from sys import intern
 from typing import Any
 
 from runners.attempts import Stream
-from runners.base import cr_only
+from runners.base import ANSI_BYTES, cr_only
 
 # The record anchor `<kind> <id>: {` is found with bytes.find; these regexes then run on one short
 # prefix, so the scan stays in C for the (many) lines that are not records.
@@ -285,16 +285,21 @@ def scan(paths: list[Path], block: int = 8 << 20) -> LogState:
                     carry = buf  # a line longer than the block: keep reading
                     continue
                 cut = cut or len(buf)
+                whole, carry = _uncoloured(buf[:cut]), buf[cut:]
                 if first:
-                    state.first_block(buf)
+                    state.first_block(whole)
                     first = False
-                state.feed(buf[:cut])
-                carry = buf[cut:]
+                state.feed(whole)
             if carry:
                 if first:
-                    state.first_block(carry)
-                state.feed(carry)
+                    state.first_block(_uncoloured(carry))
+                state.feed(_uncoloured(carry))
     return state
+
+
+def _uncoloured(buf: bytes) -> bytes:
+    """Whole lines without their colour codes (a terminal's capture): records match without them."""
+    return ANSI_BYTES.sub(b"", buf) if b"\x1b" in buf else buf
 
 
 def _num(d: dict | None, key: str) -> float | None:

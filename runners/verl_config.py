@@ -40,7 +40,7 @@ from runners.run_config import (
     text_files,
 )
 
-PARAMS_LINE = re.compile(r"(\w+For\w+) contains ([\d.]+)([KMBT]) parameters")
+PARAMS_LINE = re.compile(r"\b(\w+For\w+) contains ([\d.]+)([KMBT]) parameters")
 ON_POLICY_LAG = {"sync": 0, "one_step_off": 1}  # policy versions a sample lags in these modes
 SCALE = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
 DUMP_START = re.compile(

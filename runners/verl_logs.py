@@ -108,6 +108,8 @@ class _Scan:
         self.saw_separate_async = False
         self.saw_fully_async = False
         self.last_step: int | None = None  # highest step number seen, validation-only records too
+        self.file = ""  # the file being read, and the step numbers each file logged
+        self.file_steps: dict[str, set[int]] = {}
 
     def add(self, step: int, key: str, value: float) -> None:
         rec = self.records.get(step)
@@ -168,7 +170,7 @@ def scan_console(path: Path, scan: _Scan) -> int:
     Reads 8 MiB blocks and jumps from one `step:` to the next with bytes.find, so lines without it
     (most of a console log) are never split or decoded.
     """
-    found = 0
+    found, scan.file = 0, str(path)
     with open(path, "rb") as f:
         tail = b""
         while True:
@@ -224,6 +226,7 @@ def _scan_block(buf: bytes, scan: _Scan) -> int:
             scan.skipped_lines += 1
             continue
         found += 1
+        scan.file_steps.setdefault(scan.file, set()).add(step)
         if complete:  # a record the file cuts short is not a step the run got through
             scan.last_step = step if scan.last_step is None else max(scan.last_step, step)
         if not scan.saw_fully_async and b"fully_async/" in line:
@@ -255,6 +258,7 @@ def scan_jsonl(path: Path, scan: _Scan) -> int:
                 scan.skipped_lines += 1  # also a line cut short by a crash
                 continue
             found += 1
+            scan.file_steps.setdefault(str(path), set()).add(step)
             scan.last_step = step if scan.last_step is None else max(scan.last_step, step)
             for k, v in items:
                 if k.startswith("fully_async/"):
@@ -350,6 +354,9 @@ def parse_dir(log_dir: Path) -> ParseResult:
         sft = _sft_line(log_dir, [p for p, k in kinds.items() if k == "text"])
         if sft:
             run_info["not_rl"] = sft
+    runs = _runs(log_dir, scan.file_steps)
+    if runs:
+        run_info["runs"] = runs
     trained = [k for k, r in scan.records.items() if r]
     if trained:  # step numbers, validation-only records included: how far the run got
         run_info.update(first_step=min(trained), last_step=scan.last_step)
@@ -371,6 +378,22 @@ def parse_dir(log_dir: Path) -> ParseResult:
     return ParseResult(
         steps=steps, warnings=warnings, skipped_lines=scan.skipped_lines, files=files, run_info=run_info
     )
+
+
+def _runs(log_dir: Path, file_steps: dict[str, set[int]]) -> list[str]:
+    """'file: steps a-b' of each file whose step records start at the run's first step, when more
+    than one does: only verl's driver prints step records, so each is a run of its own (or a copy
+    of one), never a resumed attempt (which starts after a checkpoint); [] when at most one does."""
+    if not file_steps:
+        return []
+    first = min(min(s) for s in file_steps.values())
+    starts = sorted(f for f, s in file_steps.items() if min(s) == first)
+    if len(starts) < 2:
+        return []
+    shown = [Path(f).relative_to(log_dir) if log_dir.is_dir() else Path(f).name for f in starts]
+    return [
+        f"{n}: steps {min(file_steps[f])}-{max(file_steps[f])}" for n, f in zip(shown, starts, strict=True)
+    ]
 
 
 # verl's SFT trainer (verl.trainer.fsdp_sft_trainer) logs `step:N - train/loss:...`: not an RL run
