@@ -67,6 +67,10 @@ def test_a_run_no_input_can_be_fitted_on_is_refused_naming_the_fix(corpus_runs, 
         f"error: {corpus_runs['D']}: no input of the prediction could be fitted on the run ("
     )
     assert "workload.response_len_mean_frac: response_tokens or samples missing on some steps" in err[0]
+    # D times generation (timing/gen) but counts no token: the decode fit says so, not "no gen_s"
+    assert (
+        "emulator.decode_bw_eff: needs gen_s and token counts (samples, prompt and response tokens)" in err[0]
+    )
     assert err[0].endswith("); pass calibration=FILE (`bench calibrate` of a run that logs them)")
     assert not out.exists()
 

@@ -93,3 +93,15 @@ def test_every_split_a_plan_proposes_is_one_validate_accepts(opd_results, tmp_pa
     proposed = {(p["trainer_gpus"], p["generator_gpus"]) for p in d["points"]}
     assert proposed and proposed <= accepted
     assert d["measured"]["gpus"] == 2 and d["current"] is None  # gpus=4 is not the run's own count
+
+
+def test_the_report_names_runs_of_other_gpus_and_models_by_their_conf_entry(verl_corpus, tmp_path):
+    """Corpus log D ingested as a new user would, without and with hardware=h100_sxm: the report
+    tells the two apart by the GPU's name, not by the dozens of fields of its conf entry (HBM,
+    links, TCO inputs, all null on the run whose logs name no GPU)."""
+    from bench.report.load import load
+
+    log = verl_corpus / "eric-haibin-lin-verl-data/Qwen2.5-0.5B-bsz256_2-prompt1024-resp512-0.567.log"
+    runs = [ingest(log, tmp_path / "d"), ingest(log, tmp_path / "d-h100", "verl", "hardware=h100_sxm")]
+    _, df = load(runs, all_runs=True)
+    assert sorted(df["sweep"]) == ["hardware=H100-SXM", "hardware=None"]
