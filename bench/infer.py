@@ -39,6 +39,7 @@ CONFIG_KEYS = {
     "gpus.rollout": "experiment.generator_gpus",
     "gpus.hybrid": "experiment.trainer_gpus",
     "algorithm": "workload.algorithm",
+    "kl_coef": "workload.kl_coef",  # on-policy distillation: the teacher's reverse-KL weight
 }
 ALGORITHMS = tuple(a.value for a in Algorithm)  # what a config may hold
 ARCH_FIELDS = {"layers": "layers", "hidden": "hidden", "q_heads": "q_heads", "kv_heads": "kv_heads",
@@ -282,6 +283,8 @@ def resolve(
         raise Conflict("\n".join(conflicts))
     inferred = _inferred(facts, model_name, model, evidence, model_src, hw_name, hw_src, hw_note)
     inferred["algorithm"] = _entry(facts.get("algorithm"), "algorithm")
+    if "kl_coef" in facts or getattr(facts.get("algorithm"), "value", None) == "opd":
+        inferred["kl_coef"] = _entry(facts.get("kl_coef"), "distillation weight")
     inferred["teacher"] = _teacher(facts, teacher_unknown)
     return inferred, _config(facts, cfg, model, hw_name, groups)
 

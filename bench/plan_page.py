@@ -179,7 +179,8 @@ def figure(p: Any, path: Path) -> str:
     axes[0].set(
         xlabel="generator GPUs", ylabel="samples / s", title="production (solid) vs consumption (dashed)"
     )
-    axes[0].legend(fontsize=6, loc="best")
+    if not split.empty:  # a colocated-only plan draws no curve to name
+        axes[0].legend(fontsize=6, loc="best")
     for ax, (_, name, _) in zip(axes[1:], panels, strict=True):
         ax.set(xlabel="generator GPUs", ylabel=name, title=name)
     fig.suptitle(f"Plan: {p.setup.total} GPUs split between generator and trainer (emulated)", fontsize=10)

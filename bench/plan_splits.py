@@ -85,21 +85,35 @@ def candidate_splits(
         return []
     if not valid:
         from bench.errors import UsageError
-        from bench.resolve import Resolved
-        from bench.validate import validate
 
-        engine = Resolved.from_config(s.cfg).engine_gpus
-        g = max(engine, s.total // 2 // engine * engine)  # an even split, as close as engines allow
-        why = (
-            "one engine leaves no trainer GPU"
-            if s.total <= engine
-            else f"at {s.total - g}:{g}: {validate(set_point(copy.deepcopy(s.cfg), s.total - g, g))[0]}"
-        )
+        why, fix = no_split_why(s.cfg, s.total)
         raise UsageError(
-            f"gpus={s.total}: no trainer:generator split passes bench validate (engines of {engine} GPUs; "
-            f"{why}); choose another gpus="
+            f"gpus={s.total}: no trainer:generator split passes bench validate ({why}); {fix or 'choose another gpus='}"
         )
     return choose(valid, s.current, s.splits)
+
+
+def no_split_why(cfg: Any, total: int) -> tuple[str, str | None]:
+    """(why no trainer:generator split of `total` GPUs passes bench validate, the fix when another
+    GPU count cannot help, else None). A problem validate finds at every split (the trainer's
+    parallelism, the algorithm, a loss weight the framework fixes) is named as such: no GPU count
+    changes it; otherwise the problem at the even split (as close as engines allow)."""
+    from bench.resolve import Resolved
+    from bench.validate import validate
+
+    engine = max(1, Resolved.from_config(cfg).engine_gpus)
+    if total <= engine:
+        return f"engines of {engine} GPUs; one engine leaves no trainer GPU", None
+    c = copy.deepcopy(cfg)
+    found = {g: validate(set_point(c, total - g, g)) for g in range(engine, total, engine)}
+    everywhere = [p for p in found[engine] if all(p in f for f in found.values())]
+    if everywhere:
+        return (
+            f"engines of {engine} GPUs; at every split: {everywhere[0]}",
+            "no GPU count changes that: set the key it names",
+        )
+    g = max(engine, total // 2 // engine * engine)
+    return f"engines of {engine} GPUs; at {total - g}:{g}: {found[g][0]}", None
 
 
 def choose(valid: list[tuple[int, int]], current: tuple[int, int] | None, n: int) -> list[tuple[int, int]]:
@@ -257,14 +271,23 @@ def run_shapes(cfg: Any, steps: pd.DataFrame, calibration: str | None, given: li
 
 
 def measured_point(cfg: Any, steps: pd.DataFrame, kept: tuple[str, ...]) -> dict[str, Any]:
-    """The measured run's `kept` figures (bench.metrics on its own trace; cfg: the run as it ran, for
-    its GPU count and $/GPU-hour), None where its trace does not log what a figure needs."""
+    """The measured run's `kept` figures (bench.metrics on its own trace, over the wall clock of its
+    steps as the emulated points have it; cfg: the run as it ran, for its GPU count and $/GPU-hour),
+    None where its trace does not log what a figure needs."""
     from omegaconf import OmegaConf
 
     from bench import metrics
     from bench.resolve import placement_of
 
-    manifest = {"mode": "native", "config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)}
+    # the wall clock of the steps, as the emulated points have it: start-up before the first step
+    # (model loading, engine launch) is left out, else a short run's rate and $/M read as the start-up's
+    timed = all(c in steps and steps[c].notna().any() for c in ("t_start_s", "t_end_s"))
+    span = float(steps["t_end_s"].max() - steps["t_start_s"].min()) if timed else None
+    manifest = {
+        "mode": "native",
+        "config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
+        "wall_s": span if span is not None and span > 0 else float(steps["step_s"].sum()),
+    }
     c = metrics.Context(manifest, steps, None, None)
     for name, fn in metrics.METRICS.items():
         try:
@@ -281,6 +304,7 @@ def measured_point(cfg: Any, steps: pd.DataFrame, kept: tuple[str, ...]) -> dict
         ),
         "gpus": held_gpus(cfg),
         "measured": True,
+        "wall_s": manifest["wall_s"],  # first step start to last step end (start-up left out)
     }
     out.update({k: c.values.get(k) for k in kept})
     out["missing"] = {k: c.missing[k] for k in kept if c.values.get(k) is None and k in c.missing}

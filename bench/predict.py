@@ -38,6 +38,7 @@ from bench.plan_splits import (
     SPLIT_KEYS,
     disaggregated,
     held_gpus,
+    no_split_why,
     placement_problem,
     splits_text,
     valid_splits,
@@ -147,6 +148,12 @@ def plan(run_dir: Path, given: list[str], out: Path) -> tuple[Any, dict[str, Any
     setup = [g for g in rest if g.split("=", 1)[0] not in run_known]
     if cal_file is None:
         fits, falls, header = calibrate(run_dir, setup)
+        if not fits:  # a prediction on defaults alone would look fitted: refused, naming why
+            raise UsageError(
+                f"{run_dir}: no input of the prediction could be fitted on the run ("
+                + "; ".join(f"{f.key}: {f.reason}" for f in falls)
+                + "); pass calibration=FILE (`bench calibrate` of a run that logs them)"
+            )
         text = to_yaml(fits, falls, header)
         cal_file = str(out / "calibration.yaml")
     replay = framework == run_fw
@@ -198,9 +205,11 @@ def held_splits(cfg: Any, predicted_from: dict[str, Any]) -> list[tuple[int, int
     splits = valid_splits(disaggregated(cfg), n)
     if not splits:
         why = problem or f"experiment.placement=disaggregated holds {held_gpus(cfg)} GPUs, the run {n}"
+        split_why, fix = no_split_why(disaggregated(cfg), n)
         raise UsageError(
             f"framework={fw} on the run's {counted(n, 'GPU')}: {why}; no trainer:generator split of them passes "
-            "bench validate; pass experiment.trainer_gpus=T experiment.generator_gpus=G to predict on other GPUs"
+            f"bench validate ({split_why}); "
+            + (fix or "pass experiment.trainer_gpus=T experiment.generator_gpus=G to predict on other GPUs")
         )
     return splits
 
@@ -272,17 +281,24 @@ def main(argv: list[str]) -> int:
         "RUN_DIR (manifest.json config and inferred blocks, trace/), calibration=FILE when given (else "
         "it is fitted now, as bench calibrate does), conf/ and the overrides.",
         "the emulated run directory --out (new) with predicted_from in its manifest.json, and "
-        "--out/calibration.yaml when the calibration was fitted now; the predicted figures go to stdout.",
+        "--out/calibration.yaml when the calibration was fitted now; the predicted figures go to stdout "
+        "(--json: predicted_from).",
         [
             "python -m bench predict results/opd/verl framework=prime_rl hardware=h100_sxm --out /tmp/verl-as-prime"
         ],
     )
     ap.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a measured run directory (bench ingest)")
     ap.add_argument("--out", type=Path, required=True, help="emulated run directory to write (new)")
+    ap.add_argument("--json", action="store_true", help="print predicted_from (the manifest's) as JSON")
     add_overrides(ap, "framework=F (required) and what-ifs such as another GPU split")
     args = ap.parse_intermixed_args(argv)
     given = args.overrides
     p = predict(args.run_dir, given, args.out)
+    if args.json:
+        import json
+
+        print(json.dumps(p, indent=1))
+        return 0
     kind = "replay" if p["replay"] else f"{p['run_framework']} -> {p['framework']}"
     print(f"[emulated] prediction ({kind}) on {p['gpus']} GPUs -> {args.out}")
     if "held" in p:

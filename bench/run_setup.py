@@ -45,6 +45,7 @@ CARRIED = (
     "workload.steps",
     "workload.staleness_budget",
     "workload.algorithm",
+    "workload.kl_coef",
     "experiment.teachers",
 )
 

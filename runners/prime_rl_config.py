@@ -224,4 +224,7 @@ def read(log_dir: Path | str, run_info: dict[str, Any] | None = None) -> Facts:
     _from_logs(facts, log_dir, files)
     if facts:  # prime-rl has one mode: the orchestrator samples while the trainer trains
         put(facts, "mode", "async", "prime-rl's only mode (orchestrator and trainer overlap)")
+    algo = facts.get("algorithm")
+    if algo is not None and algo.value == "opd":  # the teacher's reverse KL: a loss weight prime-rl fixes
+        put(facts, "kl_coef", 1.0, f"{algo.source} (prime-rl's ref_kl weight is fixed at 1)")
     return facts

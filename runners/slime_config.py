@@ -153,6 +153,8 @@ def _algorithm(facts: Facts, args: _Args) -> None:
     use_opd, src = args.get("use_opd")
     if use_opd is True:
         put(facts, "algorithm", "opd", src)
+        coef, coef_src = args.get("opd_kl_coef")
+        put(facts, "kl_coef", coef if isinstance(coef, int | float) else None, coef_src)
         kind, kind_src = args.get("opd_type")
         if kind == "megatron":
             colocate, _ = args.get("colocate")

@@ -245,6 +245,8 @@ def _algorithm(facts: Facts, ts: list[Tree]) -> None:
     if _truthy(ts, "distillation.enabled"):
         _, on_src = _first(ts, "distillation.enabled")
         put(facts, "algorithm", "opd", on_src or "")
+        coef, coef_src = _first(ts, "distillation.distillation_loss.distillation_loss_coef")
+        put(facts, "kl_coef", coef if isinstance(coef, int | float) else None, coef_src or "")
         n, src = _count(ts, "distillation")
         put(facts, "gpus.teacher", n, src)
         put(facts, "teacher.placement", "dedicated" if n else None, f"{src} (verl's teacher_pool)")

@@ -67,6 +67,7 @@ KEYS: dict[str, str] = {
 }
 KEYS["timing_s/timing_s/param_sync"] = "timing_s/param_sync"  # fully_async double prefix
 KEYS["perf/max_memory_allocated_gb"] = "actor/perf/max_memory_allocated_gb"  # before the actor/ prefix
+KEYS["total_num_tokens"] = "perf/total_num_tokens"  # before the perf/ prefix (early 2025)
 # verl before `timing_s/` (early 2025) logged `timing/<name>` and no whole-step timer: kept under
 # their own names, so _rows knows the record's era (_old_timers folds them into timing_s/*)
 OLD_TIMING = "timing/"

@@ -112,8 +112,13 @@ def fit_all(
         fits.append(fit_decode(cfg, r, steps, resp, rollouts, run))
         other = next(k for k in decode if k != fits[-1].key)
         fallback([other], f"one decode input per run: {fits[-1].key} bounds this run's generation time")
-    else:
+    elif not complete(steady, ["gen_s"]):
         fallback(decode, "no gen_s column (generation time per step is not logged)")
+    else:  # generation is timed, but what it generated is not counted
+        fallback(
+            decode,
+            f"needs gen_s and token counts (samples, prompt and response tokens) on {MIN_STEADY}+ steady steps",
+        )
     if "sync_s" in steady and steady.sync_s.notna().sum() >= max(len(steady) // 2, 1):
         fits.append(fit_sync(cfg, r, steady, run))
     else:

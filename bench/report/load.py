@@ -105,6 +105,9 @@ SUMMARY_SCHEMA: dict[str, str] = ID_COLUMNS | {k: "float64" for k in METRIC_KEYS
 # Resolved-config keys that differ between runs for reasons other than a sweep.
 # The cluster is where a workload ran, not a point of a sweep.
 _NOT_SWEPT = ("framework.", "results_dir", "experiment.frameworks", "hydra.", "run_id", "cluster.")
+# Config groups whose node is one conf entry: runs of other entries differ by its name (model=...,
+# hardware=...), not by each of its fields (dozens of them, or all null where the logs name none).
+_NAMED_GROUPS = ("model", "hardware")
 
 
 @dataclass
@@ -255,13 +258,24 @@ def sweep_keys(runs: list[Run]) -> list[str]:
         by_fw.setdefault(r.manifest["framework"], []).append(_flatten(resolved_config(r.manifest)))
     keys: set[str] = set()
     for flats in by_fw.values():
+        differ = set()
         for k in set().union(*flats) if flats else ():
             # A seed is a replicate of a point (its spread is the seed band), not a point of its own.
             if k.startswith(_NOT_SWEPT) or k.endswith((".name", ".seed")):
                 continue
             if len({repr(f.get(k)) for f in flats}) > 1:
-                keys.add(k)
+                differ.add(k)
+        for g in _NAMED_GROUPS:
+            if len({repr(f.get(f"{g}.name")) for f in flats}) > 1:
+                differ = {k for k in differ if k != g and not k.startswith(f"{g}.")} | {f"{g}.name"}
+        keys |= differ
     return sorted(keys)
+
+
+def _key_label(key: str) -> str:
+    """A swept key as the report shows it: its last part, a conf group by its own name."""
+    group = key.split(".", 1)[0]
+    return group if key == f"{group}.name" and group in _NAMED_GROUPS else key.rsplit(".", 1)[-1]
 
 
 def _explicit_sweep(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -299,7 +313,7 @@ def summarize(runs: list[Run]) -> pd.DataFrame:
     rows = []
     for r in runs:
         values = _sweep_values(r, keys)
-        label = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in values.items())
+        label = ", ".join(f"{_key_label(k)}={v}" for k, v in values.items())
         r.manifest["_sweep_label"] = label
         first = next(iter(values.values()), None)
         m = r.metrics

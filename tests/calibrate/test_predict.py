@@ -102,8 +102,8 @@ def test_a_given_calibration_file_is_used_and_recorded(verl_run, tmp_path):
     assert m["predicted_from"]["chosen"] == []
 
 
-# corpus log A: verl GRPO on 8 GPUs colocated (`hybrid` 8, line 39); its trace logs no token
-# counts, so the emulator's inputs come from the calibration fitted on the opd-benchmark's verl run
+# corpus log A: verl GRPO on 8 GPUs colocated (`hybrid` 8, line 39); the emulator's inputs given
+# as the calibration fitted on the opd-benchmark's verl run
 LOG_A = "yushengsu-thu-verl_training_log/grpo_run_deepseek7b_llm.log"
 A_GIVEN = ["model=qwen2_5_7b", "hardware=h100_sxm", "emulator.steps=6"]
 
@@ -184,7 +184,7 @@ def test_other_gpus_given_are_predicted_as_given(run_a, tmp_path):
         ([*SETUP, "framework=prime_rl"],
          "error: framework=prime_rl on the run's 1 GPU: experiment.placement=colocated: prime-rl 0.8.0 runs "
          "trainer and inference on disjoint GPUs; expected disaggregated; no trainer:generator split of them "
-         "passes bench validate; pass experiment.trainer_gpus=T experiment.generator_gpus=G to predict on other GPUs"),
+         "passes bench validate (engines of 1 GPUs; one engine leaves no trainer GPU); pass experiment.trainer_gpus=T experiment.generator_gpus=G to predict on other GPUs"),
     ],
 )  # fmt: skip
 def test_no_split_the_target_can_run_is_refused_naming_it(verl_run, tmp_path, capsys, args, message):

@@ -108,6 +108,7 @@ def test_verl_config_is_read_from_the_console_dump_alone(tmp_path, opd_results):
         "gpus.hybrid": (1, "run.log:835"),
         "gpus.teacher": (1, "run.log:652"),
         "algorithm": ("opd", "run.log:651"),  # distillation.enabled
+        "kl_coef": (1.0, "run.log:643"),  # distillation.distillation_loss.distillation_loss_coef
         "teacher.placement": ("dedicated", "run.log:652 (verl's teacher_pool)"),
         "teacher.model_path": ("/root/opd-bench/models/teacher", "run.log:680"),
         "teacher.tp": (1, "run.log:678"),
