@@ -119,6 +119,9 @@ class Loop:
         self.t = 0.0
         self._set_load(0, 0.0)
         self.next_group = 0
+        self.drawn: list[
+            tuple[np.ndarray, np.ndarray]
+        ] = []  # per group drawn: its rollouts' tokens, delays (s)
         self.in_flight: set[int] = set()  # groups dispatched and not finished
         self.queued: deque[Queued] = deque()  # in flight, waiting for an engine slot
         self.placed_at: dict[int, float] = {}  # in flight, placed after waiting: when (s)
@@ -182,13 +185,17 @@ class Loop:
             self._place(g, work, delay, t, False)
             return
         g = self.next_group
-        if g >= self.rollouts.groups_drawn:
+        if g >= len(self.drawn):
             chunk = self.draws.chunk(self.chunk_groups, self.trainer.next_step - 1)
             memo = chunk.memo.setdefault(self.engine_key, {})  # what other runs derived from it
-            self.generator.prepare(*self.rollouts.add_chunk(chunk, self.em.prefill_s, memo), memo)
+            work, delay = self.rollouts.add_chunk(chunk, self.em.prefill_s, memo)
+            if "rows" not in memo:  # each group's (tokens, delays): views of the chunk's read-only arrays
+                memo["rows"] = list(zip(work, delay, strict=True))
+            self.drawn += memo["rows"]
+            self.generator.prepare(work, delay, memo)
         self.next_group += 1
-        rows, r = self.rollouts.dispatch(g, t, self.version), self.rollouts.table.cols
-        self._place(g, r["work"][rows], r["delay"][rows], t, True)
+        self.rollouts.dispatch(g, t, self.version)
+        self._place(g, *self.drawn[g], t, True)
 
     def _place(self, g: int, work: np.ndarray, delay: np.ndarray, t: float, fresh: bool) -> None:
         """Group g is in flight from t: on an engine, or queued (first come, first placed)."""

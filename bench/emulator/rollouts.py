@@ -122,10 +122,6 @@ class Rollouts:
         process (Columns.release); these rollouts, and the Result's columns, are not read after."""
         self.table.release()
 
-    @property
-    def groups_drawn(self) -> int:
-        return self.table.n // self.group_size
-
     def add_chunk(
         self, c: GroupChunk, prefill_s: Any, memo: dict | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -181,14 +177,12 @@ class Rollouts:
             mask |= view == o
         view[mask] = status
 
-    def dispatch(self, g: int, t: float, version: int) -> slice:
-        """Group g's generation starts at t with weights of `version`; returns its rows. Their
-        t_dispatch and version_start columns are written by the next flush(), for every group
-        dispatched since at once (two writes per group were 5% of a case-1 run)."""
+    def dispatch(self, g: int, t: float, version: int) -> None:
+        """Group g's generation starts at t with weights of `version`. Its rows' t_dispatch and
+        version_start columns are written by the next flush(), for every group dispatched since at
+        once (two writes per group were 5% of a case-1 run)."""
         self.version_start[g] = version
         self.unflushed.append((g, t, version))
-        lo = g * self.group_size  # rows(g), without the call: once per dispatched group
-        return slice(lo, lo + self.group_size)
 
     def flush(self) -> None:
         """Write t_dispatch and version_start of the groups dispatched since the last flush; called
