@@ -261,25 +261,27 @@ class Pool:
         inlined (this is the emulator's hottest path, one pass per engine event; the arithmetic is
         theirs, in their order). A group's spans are chained: only its next span's entry is on its
         engine's heap (its successor is pushed when it is reached, and is never earlier), so the heap
-        pops them in the same order as if all were pushed at once, with a third of the entries."""
+        pops them in the same order as if all were pushed at once, with a third of the entries. The
+        event being processed stays at the top of the pool's heap until its engine's next event
+        replaces it (one sift, not a pop and a push; the keys are unique, so the order is the same)."""
         heap, groups, B, V, t_e, epoch = self.heap, self.groups, self.B, self.V, self.t_e, self.epoch
         rate, top, e_heap, occ, seq = self.rate, self.top, self.e_heap, self.occ, self.seq
-        pop, push = heapq.heappop, heapq.heappush
+        pop, push, replace = heapq.heappop, heapq.heappush, heapq.heapreplace
         n, t, out = 0, 0.0, []
         while heap:
-            item = pop(heap)
-            t, _, kind, x, ep = item
+            t, _, kind, x, ep = heap[0]  # left on the heap until processed: replaced by its engine's next
             if kind == JOIN:
                 p = groups.get(x)
                 if p is None:  # a placement stopped before its decode began
+                    pop(heap)
                     continue
                 e = p.engine
             elif ep != epoch[x]:  # an engine event its engine rescheduled since
+                pop(heap)
                 continue
             else:
                 e = x
-            if t >= limit:
-                push(heap, item)  # the Loop's first: back where it was (its seq keeps its place)
+            if t >= limit:  # the Loop's first
                 break
             n += 1
             # the engine's clock, virtual clock and decode batch, as locals, written back below
@@ -331,7 +333,9 @@ class Pool:
                     tn = te + dv / rate[i if i < top else top]
                 else:
                     tn = te + 0.0
-                push(heap, (tn, seq, ENGINE, e, ep))
+                replace(heap, (tn, seq, ENGINE, e, ep))  # the event processed out, the next in: one sift
+            else:
+                pop(heap)
             if out or n == most:
                 break
         self.seq = seq
