@@ -272,10 +272,18 @@ def sweep_keys(runs: list[Run]) -> list[str]:
     return sorted(keys)
 
 
-def _key_label(key: str) -> str:
-    """A swept key as the report shows it: its last part, a conf group by its own name."""
-    group = key.split(".", 1)[0]
-    return group if key == f"{group}.name" and group in _NAMED_GROUPS else key.rsplit(".", 1)[-1]
+def _key_labels(keys: list[str]) -> dict[str, str]:
+    """Each swept key as the report shows it: its last part (two, where another key ends the same:
+    trainer.tp, generator.tp), a conf group by its own name."""
+    last = [k.rsplit(".", 1)[-1] for k in keys]
+    labels = {}
+    for key, end in zip(keys, last, strict=True):
+        group = key.split(".", 1)[0]
+        if key == f"{group}.name" and group in _NAMED_GROUPS:
+            labels[key] = group
+        else:
+            labels[key] = ".".join(key.split(".")[-2:]) if last.count(end) > 1 else end
+    return labels
 
 
 def _explicit_sweep(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -310,10 +318,11 @@ def _ratio(num: Any, den: Any) -> float:
 def summarize(runs: list[Run]) -> pd.DataFrame:
     """One row per run, columns exactly SUMMARY_SCHEMA (asserted), sorted by framework then sweep."""
     keys = sweep_keys(runs)
+    labels = _key_labels(keys)
     rows = []
     for r in runs:
         values = _sweep_values(r, keys)
-        label = ", ".join(f"{_key_label(k)}={v}" for k, v in values.items())
+        label = ", ".join(f"{labels[k]}={v}" for k, v in values.items())
         r.manifest["_sweep_label"] = label
         first = next(iter(values.values()), None)
         m = r.metrics

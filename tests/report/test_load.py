@@ -147,3 +147,27 @@ def test_a_measured_run_is_never_superseded_by_a_newer_emulated_one(tmp_path):
         ("verl-native", "native"),
     ]
     assert df.attrs["superseded"] == []
+
+
+def test_two_swept_keys_ending_alike_are_told_apart_and_a_conf_entry_by_its_name(tmp_path):
+    """Generator and trainer TP both swept read generator.tp / trainer.tp, not tp twice; runs on two
+    hardware entries read hardware=<name>, not each datasheet field that differs."""
+    from bench.report.synthetic import make_run
+
+    for tp, hw, peak in ((1, "H100-SXM", 989e12), (2, "H200", 990e12)):
+        make_run(
+            tmp_path / f"tp{tp}",
+            "verl",
+            steps=3,
+            rollouts=False,
+            metrics={},
+            config={
+                "experiment": {"trainer": {"tp": tp}, "generator": {"tp": tp}},
+                "hardware": {"name": hw, "peak_bf16_flops": peak},
+            },
+        )
+    _, df = load([tmp_path])
+    assert list(df["sweep"]) == [
+        "generator.tp=1, trainer.tp=1, hardware=H100-SXM",
+        "generator.tp=2, trainer.tp=2, hardware=H200",
+    ]
