@@ -8,6 +8,9 @@ calibrate` (written to DIR/calibration.yaml); a key the user sets wins over a fi
 emulated run directory (through bench.emulator.run.emulate) whose manifest records
 `predicted_from`: the run, its framework, the calibration, and the figures below. `framework=` the
 run's own framework is a replay: its error against the run itself is the model's floor.
+`held_out=RUN` takes F's profile without the values it fitted on RUN (as the profile's `fitted_on`
+names it; they keep their documented defaults): a prediction of RUN from another framework's run
+whose target costs were not fitted on RUN itself.
 
 A prediction holds the run's trainer + generator GPUs unless a what-if gives others (held_splits):
 where F cannot run them as the run did (prime-rl cannot colocate), each split of them F accepts is
@@ -134,7 +137,10 @@ def plan(run_dir: Path, given: list[str], out: Path) -> tuple[Any, dict[str, Any
     manifest, steps, _ = run_setup.read_run(run_dir)
     run_fw = str(manifest.get("framework"))
     cal_file = next((g.split("=", 1)[1] for g in rest if g.startswith("calibration=")), None)
-    rest = [g for g in rest if not g.startswith("calibration=")]
+    # held_out=RUN: the target framework's profile without what it fitted on RUN (as its fitted_on
+    # names it): a held-out check of the profile, e.g. predicting the very run it was fitted on
+    held_out = next((g.split("=", 1)[1] for g in rest if g.startswith("held_out=")), "")
+    rest = [g for g in rest if not g.startswith(("calibration=", "held_out="))]
     _, known = run_setup.compose_setup(manifest, rest)
     lacking = run_setup.missing(known, {**NEEDS, **teacher_need(manifest)})
     if lacking:
@@ -162,7 +168,11 @@ def plan(run_dir: Path, given: list[str], out: Path) -> tuple[Any, dict[str, Any
     if replay and mode:  # the run's own mode (verl sync, slime colocate_sync, prime-rl async)
         extra.append(f"framework.mode={mode}")
     # the run's workload shape; the framework's costs from the target's profile (the run's own on a replay)
-    cfg, inputs_from = prediction_inputs(manifest, framework, rest, extra, text, cal_file)
+    if held_out and replay:
+        raise UsageError(
+            f"held_out={held_out}: a replay takes its framework's costs from the run itself, not a profile"
+        )
+    cfg, inputs_from = prediction_inputs(manifest, framework, rest, extra, text, cal_file, held_out)
     # framework-neutral checks: a runner's native-launch rules (prime-rl's whole-node multi-node
     # layout) bind a launch, not an emulation; the opd-benchmark ran prime-rl on 1 + 1 GPUs
     problems = validate_workload(cfg)
@@ -290,7 +300,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a measured run directory (bench ingest)")
     ap.add_argument("--out", type=Path, required=True, help="emulated run directory to write (new)")
     ap.add_argument("--json", action="store_true", help="print predicted_from (the manifest's) as JSON")
-    add_overrides(ap, "framework=F (required) and what-ifs such as another GPU split")
+    add_overrides(
+        ap,
+        "framework=F (required), held_out=RUN (F's profile without what it fitted on RUN) and what-ifs "
+        "such as another GPU split",
+    )
     args = ap.parse_intermixed_args(argv)
     given = args.overrides
     p = predict(args.run_dir, given, args.out)

@@ -115,15 +115,30 @@ def pooled(fits: list[tuple[str, Any, float, str]]) -> dict[str, Any]:
     return out
 
 
-def profile_overrides(framework: str) -> tuple[list[str], dict[str, Any]]:
+def profile_overrides(framework: str, held_out: str = "") -> tuple[list[str], dict[str, Any]]:
     """(emulator.* overrides, provenance) of conf/framework/<framework>.yaml's profile: what a
     prediction of `framework` takes from it. Provenance: {framework, inputs: {key: {value, fitted_on,
-    residual}}, not_fitted: {key: reasons}}."""
+    residual}}, not_fitted: {key: reasons}}. `held_out`: a run (as `fitted_on` names it) the profile
+    is taken without: every value fitted on it is left out (not refitted on the value's other runs),
+    so the input keeps its documented default and is listed as not fitted, held out."""
     from bench.config import CONF_DIR
 
     conf = yaml.safe_load((CONF_DIR / "framework" / f"{framework}.yaml").read_text()) or {}
     prof = conf.get("profile") or {}
     values = prof.get("values") or {}
+    not_fitted = {f"emulator.{k}": v for k, v in (prof.get("not_fitted") or {}).items()}
+    if held_out:
+        out = [k for k, v in values.items() if held_out in (v.get("fitted_on") or [])]
+        if not out:
+            from bench.errors import UsageError
+
+            runs = sorted({r for v in values.values() for r in v.get("fitted_on") or []})
+            raise UsageError(
+                f"held_out={held_out}: conf/framework/{framework}.yaml's profile fitted nothing on it; "
+                f"its runs: {', '.join(runs) or 'none'}"
+            )
+        values = {k: v for k, v in values.items() if k not in out}
+        not_fitted |= {f"emulator.{k}": {held_out: "held out: fitted on the run predicted"} for k in out}
     overrides = [f"emulator.{k}={v['value']}" for k, v in values.items() if k in PROFILE_KEYS]
     if "handoff_measured_s" in values:  # the hand-off applies to the framework it was measured on
         overrides.append(f"emulator.handoff_measured_on={framework}")
@@ -134,7 +149,8 @@ def profile_overrides(framework: str) -> tuple[list[str], dict[str, Any]]:
     return overrides, {
         "framework": framework,
         "inputs": inputs,
-        "not_fitted": {f"emulator.{k}": v for k, v in (prof.get("not_fitted") or {}).items()},
+        "not_fitted": not_fitted,
+        "held_out": held_out,
     }
 
 

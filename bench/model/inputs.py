@@ -63,6 +63,7 @@ def prediction_inputs(
     extra: list[str],
     text: str | None,
     cal_file: str,
+    held_out: str = "",
 ) -> tuple[Any, dict[str, Any]]:
     """(prediction config, where its inputs came from). The calibration (`text`, fitted now, or
     the file `cal_file`) gives the workload's shape (workload.*: lengths, prompt length, environment
@@ -70,7 +71,8 @@ def prediction_inputs(
     efficiency, engine floor, sync and hand-off are its own framework's. Predicting another
     framework, those come from the target's profile (conf/framework/<F>.yaml `profile:`); an input
     it has no fit for keeps its documented default (listed by chosen_inputs). The user's key=value
-    (`rest`) wins over both."""
+    (`rest`) wins over both. `held_out`: a run the target's profile is taken without
+    (fwprofile.profile_overrides)."""
     import tempfile
 
     from bench.config import expand_calibration
@@ -93,7 +95,7 @@ def prediction_inputs(
 
     shape = [o for o in fitted if not fwprofile.is_framework_cost(o)]
     costs = [o for o in fitted if fwprofile.is_framework_cost(o)]
-    from_profile, profile = ([], None) if replay else fwprofile.profile_overrides(framework)
+    from_profile, profile = ([], None) if replay else fwprofile.profile_overrides(framework, held_out)
     from_run = [*shape, *(costs if replay else [])]
     cfg, _ = compose_setup(manifest, [f"framework={framework}", *rest], [*extra, *from_run, *from_profile])
     inputs_from = {

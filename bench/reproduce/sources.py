@@ -274,18 +274,23 @@ def _predict(case: Case, fig: Figure, ctx: Context) -> Outcome:
     metric = c.get("metric")
     if metric not in predict.FIGURES:
         raise SpecError(f"{where}: metric={metric!r}; expected one of {predict.FIGURES}")
-    key = ("predict", src["run"], tgt["run"], tgt["framework"])
+    held_out = bool(c.get("held_out"))  # the target's profile without what it fitted on the target run
+    key = ("predict", src["run"], tgt["run"], tgt["framework"], held_out)
     if key not in ctx.cache:
+        from bench.model.fwprofile import run_id
         from bench.run_setup import known_setup
         from bench.trace import RunPaths, read_manifest
 
         run_dir = ingested_run(src, ctx, where)
-        manifest = read_manifest(RunPaths(ingested_run(tgt, ctx, where)))
+        target_dir = ingested_run(tgt, ctx, where)
+        manifest = read_manifest(RunPaths(target_dir))
         # the target's own setup: its GPU split, and how its framework syncs weights
         split = [f"{k}={v}" for k, v in known_setup(manifest).items() if k.startswith("experiment.")]
         sync = ((manifest.get("config") or {}).get("framework") or {}).get("weight_sync") or {}
         split += [f"framework.weight_sync.{k}={v}" for k, v in sync.items()]
-        out = ctx.work_dir / "predicted" / f"{src['run']}-to-{tgt['run']}"
+        if held_out:
+            split.append(f"held_out={run_id(manifest, target_dir)}")
+        out = ctx.work_dir / "predicted" / f"{src['run']}-to-{tgt['run']}{'-held-out' if held_out else ''}"
         if out.exists():
             import shutil
 
@@ -298,6 +303,8 @@ def _predict(case: Case, fig: Figure, ctx: Context) -> Outcome:
         raise NotReproducible(f"the emulated run has no {metric}")
     replay = src["run"] == tgt["run"]
     used = f"emulated {out.name}: {src['run']} calibration, {tgt['framework']} policy on {tgt['run']}'s GPU split"
+    if held_out:
+        used += f", {tgt['framework']}'s profile without what it fitted on {tgt['run']}"
     return Outcome(
         float(value),
         used=used,

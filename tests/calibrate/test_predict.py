@@ -210,3 +210,27 @@ def test_a_what_if_on_a_placement_the_target_cannot_run_is_refused(run_a, tmp_pa
         "expected disaggregated (framework=prime_rl); pass experiment.placement=disaggregated"
     ]
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["framework=prime_rl", "experiment.placement=disaggregated", "held_out=results/nowhere"],
+            "held_out=results/nowhere: conf/framework/prime_rl.yaml's profile fitted nothing on it; its runs: "
+            "fixtures/opd-benchmark/opd-frameworks/results/prime",
+        ),
+        (
+            ["framework=verl", "held_out=fixtures/opd-benchmark/opd-frameworks/results/verl"],
+            "held_out=fixtures/opd-benchmark/opd-frameworks/results/verl: a replay takes its framework's "
+            "costs from the run itself, not a profile",
+        ),
+    ],
+)
+def test_held_out_names_a_run_of_the_targets_profile_in_a_prediction(
+    verl_run, tmp_path, capsys, args, message
+):
+    out = tmp_path / "out"
+    assert bench_main(["predict", str(verl_run), *SETUP, *args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: {message}"] and not out.exists()

@@ -1,6 +1,7 @@
 """conf/published/opd_predictions.yaml: calibrate on one opd-benchmark run, predict the others. A
 replay is derived (the model's floor), a cross-framework row is calibrated (the target's profile was
-fitted on the target run), and the reference is measured from the target run's own raw logs."""
+fitted on the target run) and its `_held_out` twin a prediction (that profile without the target
+run), and the reference is measured from the target run's own raw logs."""
 
 from __future__ import annotations
 
@@ -79,3 +80,27 @@ def test_prediction_runs_are_written(verl_rows):
         "framework.weight_sync.colocated=ipc",
         "framework.weight_sync.disaggregated=filesystem",
     ]
+
+
+def test_a_held_out_row_is_a_prediction_with_the_targets_fitted_values_at_their_defaults(verl_rows):
+    """`held_out: true`: Prime-RL's profile without what it fitted on the prime run (every value: its
+    only run), so its trainer efficiency, optimizer step and sync fixed cost keep
+    conf/emulator/default.yaml's values, each named as chosen; nothing was fitted on the target, so the row passes or fails. The
+    defaults (trainer_mfu 0.35 against the 0.026 fitted) make the step less than half the run's."""
+    import json
+
+    r = verl_rows["verl_to_prime_steady_step_s_held_out"]
+    assert r.status == "fail" and r.error_pct < -40, r
+    assert "prime_rl's profile without what it fitted on prime" in r.used
+    run = verl_rows["work_dir"] / "predicted" / "verl-to-prime-held-out"
+    p = json.loads((run / "manifest.json").read_text())["predicted_from"]
+    profile = p["inputs_from"]["profile"]
+    assert (
+        profile["inputs"] == {}
+        and profile["held_out"] == "fixtures/opd-benchmark/opd-frameworks/results/prime"
+    )
+    held = "(default: prime_rl's profile has no fit: held out: fitted on the run predicted)"
+    for key, default in (("trainer_mfu", "0.35"), ("optimizer_s", "1.0"), ("weight_sync_fixed_s", "1.0")):
+        assert f"emulator.{key} = {default} {held}" in p["chosen"]
+    calibrated = verl_rows["verl_to_prime_steady_step_s"]  # its twin, with the profile fitted on prime
+    assert calibrated.status == "calibrated" and abs(calibrated.error_pct) < 5
