@@ -141,6 +141,10 @@ def plan(run_dir: Path, given: list[str], out: Path) -> tuple[Any, dict[str, Any
     # names it): a held-out check of the profile, e.g. predicting the very run it was fitted on
     held_out = next((g.split("=", 1)[1] for g in rest if g.startswith("held_out=")), "")
     rest = [g for g in rest if not g.startswith(("calibration=", "held_out="))]
+    if held_out and framework == run_fw:
+        raise UsageError(
+            f"held_out={held_out}: a replay takes its framework's costs from the run itself, not a profile"
+        )
     _, known = run_setup.compose_setup(manifest, rest)
     lacking = run_setup.missing(known, {**NEEDS, **teacher_need(manifest)})
     if lacking:
@@ -168,10 +172,6 @@ def plan(run_dir: Path, given: list[str], out: Path) -> tuple[Any, dict[str, Any
     if replay and mode:  # the run's own mode (verl sync, slime colocate_sync, prime-rl async)
         extra.append(f"framework.mode={mode}")
     # the run's workload shape; the framework's costs from the target's profile (the run's own on a replay)
-    if held_out and replay:
-        raise UsageError(
-            f"held_out={held_out}: a replay takes its framework's costs from the run itself, not a profile"
-        )
     cfg, inputs_from = prediction_inputs(manifest, framework, rest, extra, text, cal_file, held_out)
     # framework-neutral checks: a runner's native-launch rules (prime-rl's whole-node multi-node
     # layout) bind a launch, not an emulation; the opd-benchmark ran prime-rl on 1 + 1 GPUs
