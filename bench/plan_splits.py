@@ -281,12 +281,13 @@ def measured_point(cfg: Any, steps: pd.DataFrame, kept: tuple[str, ...]) -> dict
 
     # the wall clock of the steps, as the emulated points have it: start-up before the first step
     # (model loading, engine launch) is left out, else a short run's rate and $/M read as the start-up's
+    # (untimed steps: bench.metrics.wall_s's own fallback, the sum of step_s)
     timed = all(c in steps and steps[c].notna().any() for c in ("t_start_s", "t_end_s"))
     span = float(steps["t_end_s"].max() - steps["t_start_s"].min()) if timed else None
     manifest = {
         "mode": "native",
         "config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
-        "wall_s": span if span is not None and span > 0 else float(steps["step_s"].sum()),
+        "wall_s": span if span is not None and span > 0 else None,
     }
     c = metrics.Context(manifest, steps, None, None)
     for name, fn in metrics.METRICS.items():
@@ -304,7 +305,7 @@ def measured_point(cfg: Any, steps: pd.DataFrame, kept: tuple[str, ...]) -> dict
         ),
         "gpus": held_gpus(cfg),
         "measured": True,
-        "wall_s": manifest["wall_s"],  # first step start to last step end (start-up left out)
+        "wall_s": c.values.get("wall_s"),  # first step start to last step end (start-up left out)
     }
     out.update({k: c.values.get(k) for k in kept})
     out["missing"] = {k: c.missing[k] for k in kept if c.values.get(k) is None and k in c.missing}

@@ -24,7 +24,7 @@ from hydra.utils import get_class
 from omegaconf import OmegaConf
 
 from bench.trace import atomic_path, carried_secrets, carried_secrets_note, redact, redact_file
-from runners.run_config import RAY_PREFIX_PATTERN
+from runners.run_config import ANSI_BYTES, RAY_PREFIX_PATTERN
 
 
 @dataclass
@@ -109,7 +109,6 @@ NOT_INSTALLED = "not installed here"  # ends a native-check line that means "cou
 # Colour codes (loguru, Ray) and Ray's actor prefix `(TaskRunner pid=12, ip=10.0.0.1) `, which every
 # framework on Ray prints before a worker's line; parsers match what follows them.
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-ANSI_BYTES = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
 RAY_PREFIX = re.compile("^" + RAY_PREFIX_PATTERN + r"\s*")
 RAY_PREFIX_BYTES = re.compile(("^" + RAY_PREFIX_PATTERN + r"\s*").encode())
 

@@ -33,9 +33,8 @@ from runners.attempts import Stream
 from runners.base import cr_only
 from runners.prime_rl_columns import NAN, StepRows, StepTable, overlay, union
 from runners.prime_rl_traces import check_against_steps, parse_traces
-from runners.run_config import text_files
+from runners.run_config import ANSI_BYTES, text_files
 
-ANSI = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
 # "Step N | <duration> |" at a hit; the duration reads "Time: 0.60s" (v0.5) or "1m 18s" (v0.6+).
 # Line prefixes (time, level, torchrun's "[default0]:") come before the hit and are never read.
 STEP_START = re.compile(rb"Step \d+ \|")
@@ -166,7 +165,7 @@ class LogParse:
     def console_hit(self, seg: bytes) -> None:
         """A console line from its "Step N |" or "Detected" onwards (found by _scan)."""
         if b"\x1b" in seg:  # loguru colours are embedded even in files
-            seg = ANSI.sub(b"", seg)
+            seg = ANSI_BYTES.sub(b"", seg)
         if seg.startswith(b"Detected"):
             m = DETECTED.match(seg)
             if m:
@@ -414,7 +413,7 @@ def parse_dir(log_dir: Path | str) -> tuple[StepRows, LogParse, dict[str, Any]]:
 # carries `| Loss`; the orchestrator's runs ahead of it and is left out) and its metrics.jsonl timer
 # row, one per trainer step, each with the step's wall time.
 def _console_seconds(line: bytes) -> float | None:
-    m = STEP_AT.search(ANSI.sub(b"", line))
+    m = STEP_AT.search(ANSI_BYTES.sub(b"", line))
     return parse_duration(m[2]) if m else None
 
 

@@ -37,7 +37,8 @@ from typing import Any
 # is optional. The one definition: runners.base.clean_line and the config readers build on it.
 RAY_PREFIX_PATTERN = r"(?:\x1b?\[[0-9;]*m)*\([\w.:-]+ pid=\d+[^)]*\)(?:\x1b?\[[0-9;]*m)*"
 RAY_PREFIX = re.compile("^" + RAY_PREFIX_PATTERN + " ?")
-ANSI_BYTES = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")  # colour codes (loguru, Ray)
+# Colour codes (loguru, Ray) in raw bytes: the one definition (runners.base, the log scanners)
+ANSI_BYTES = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
 
 FACT_NAMES = (
     "model_path",

@@ -33,7 +33,8 @@ from sys import intern
 from typing import Any
 
 from runners.attempts import Stream
-from runners.base import ANSI_BYTES, cr_only
+from runners.base import cr_only
+from runners.run_config import ANSI_BYTES
 
 # The record anchor `<kind> <id>: {` is found with bytes.find; these regexes then run on one short
 # prefix, so the scan stays in C for the (many) lines that are not records.

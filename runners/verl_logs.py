@@ -24,7 +24,7 @@ import yaml
 from bench.trace import read_env_file
 from runners.attempts import Stream
 from runners.base import ParseResult
-from runners.run_config import binary_share
+from runners.run_config import ANSI_BYTES, binary_share
 
 SNIFF_BYTES = 8192
 
@@ -161,7 +161,6 @@ STEP_RE = re.compile(rb"step:(\S*?)(?: - |\s*$)")
 PREFIX_BRE = re.compile(
     rb"(?:\x1b\[[0-9;]*[A-Za-z])*(?:\((\w+) pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?\))?\s*(?:\x1b\[[0-9;]*[A-Za-z])*\s*"
 )
-ANSI_BRE = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
 BLOCK = 8 << 20
 
 
@@ -217,7 +216,7 @@ def _scan_block(buf: bytes, scan: _Scan) -> int:
             scan.prefixes.add(m.group(1).decode())
         line = buf[i:end].rstrip(b"\r")
         if b"\x1b" in line:
-            line = ANSI_BRE.sub(b"", line)
+            line = ANSI_BYTES.sub(b"", line)
         sm = STEP_RE.match(line)
         try:
             step = int(sm.group(1)) if sm else None

@@ -119,9 +119,8 @@ class Loop:
         self.t = 0.0
         self._set_load(0, 0.0)
         self.next_group = 0
-        self.drawn: list[
-            tuple[np.ndarray, np.ndarray]
-        ] = []  # per group drawn: its rollouts' tokens, delays (s)
+        # per group drawn: its rollouts' tokens and delays (s), row views of its chunk's arrays
+        self.drawn: list[tuple[np.ndarray, np.ndarray]] = []
         self.in_flight: set[int] = set()  # groups dispatched and not finished
         self.queued: deque[Queued] = deque()  # in flight, waiting for an engine slot
         self.placed_at: dict[int, float] = {}  # in flight, placed after waiting: when (s)
