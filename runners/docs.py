@@ -215,6 +215,14 @@ INFERRED_SOURCES: list[tuple[str, dict[str, str]]] = [
             "prime_rl": "`orchestrator.max_off_policy_steps` (`orchestrator.max_async_level` before)",
         },
     ),
+    (
+        "kl_coef (on-policy distillation's reverse-KL weight)",
+        {
+            "verl": "`distillation.distillation_loss.distillation_loss_coef` when `distillation.enabled`",
+            "slime": "`opd_kl_coef` when `use_opd`",
+            "prime_rl": "1: prime-rl's fixed ref_kl weight, when the algorithm is opd",
+        },
+    ),
 ]
 
 HEADER = """# The same workload in each framework

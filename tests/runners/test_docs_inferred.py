@@ -37,7 +37,7 @@ def test_the_table_has_a_row_per_inferred_value_and_a_column_per_framework():
     names = [r.split(" | ")[0][2:] for r in rows]
     assert [n.split(" ")[0] for n in names] == [
         "model", "hardware", "gpus:", "gpus:", "gpu_ids", "nodes", "group_size", "prompts_per_step",
-        "max_prompt_len", "max_response_len", "total_steps", "rollout_tp,", "mode", "staleness_bound",
+        "max_prompt_len", "max_response_len", "total_steps", "rollout_tp,", "mode", "staleness_bound", "kl_coef",
     ]  # fmt: skip
     assert all(r.count(" | ") == len(FRAMEWORKS) for r in rows)
     assert "| group_size | `orchestrator.group_size`" in "\n".join(lines)
